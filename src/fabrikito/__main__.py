@@ -1,0 +1,3 @@
+from fabrikito.cli import run
+
+run()

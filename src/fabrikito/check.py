@@ -1,0 +1,236 @@
+"""``check``: what a team file means for messaging, before anything starts.
+
+For each seat: role, session, permission mode and class, whether its hooks
+are all off, and its kickoff as it will arrive (``[from launcher] ...``).
+Warnings say what needs attention: seats in both permission classes (messages
+between them are held, then dropped after ``dialogExpiry``), a seat whose mode
+cannot be seen, a seat whose hooks are off, a bypass seat that cannot start as
+root.  Exit status: 0 nothing needs attention, 1 warnings, 2 invalid file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from fabrikito.teamfile import PermissionClass, Seat, Team
+
+LAUNCHER_LABEL = "[from launcher]"
+JSON_VERSION = 1
+
+
+@dataclass(frozen=True, slots=True)
+class CheckWarning:
+    kind: str
+    message: str
+    roles: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class SeatReport:
+    role: str
+    session: str
+    permission_mode: str | None
+    permission_class: PermissionClass
+    hooks_disabled: bool
+    kickoff: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Report:
+    team: Team
+    seats: tuple[SeatReport, ...]
+    warnings: tuple[CheckWarning, ...]
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if self.warnings else 0
+
+
+def labelled_kickoff(text: str) -> str:
+    return f"{LAUNCHER_LABEL} {text}"
+
+
+def config_dir(env: dict[str, str] | None = None) -> Path:
+    environ = os.environ if env is None else env
+    configured = environ.get("CLAUDE_CONFIG_DIR")
+    if configured:
+        return Path(configured)
+    return Path(environ.get("HOME") or os.path.expanduser("~")) / ".claude"
+
+
+def _settings_files(seat: Seat) -> list[Path]:
+    return [
+        Path("/etc/claude-code/managed-settings.json"),
+        config_dir() / "settings.json",
+        seat.cwd / ".claude" / "settings.json",
+        seat.cwd / ".claude" / "settings.local.json",
+    ]
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def hooks_disabled(seat: Seat) -> bool:
+    """Whether a settings file the seat reads sets ``disableAllHooks: true``."""
+    for path in _settings_files(seat):
+        data = _read_json(path)
+        if data is not None and data.get("disableAllHooks") is True:
+            return True
+    return False
+
+
+def run(team: Team, *, is_root: bool | None = None, env: dict[str, str] | None = None) -> Report:
+    environ = dict(os.environ) if env is None else env
+    root = os.geteuid() == 0 if is_root is None else is_root
+    seats = tuple(
+        SeatReport(
+            role=seat.role,
+            session=seat.session,
+            permission_mode=seat.effective_mode,
+            permission_class=seat.permission_class,
+            hooks_disabled=hooks_disabled(seat),
+            kickoff=team.kickoff_for(seat),
+        )
+        for seat in team.seats
+    )
+    warnings: list[CheckWarning] = []
+    bypass = tuple(s.role for s in seats if s.permission_class is PermissionClass.BYPASS)
+    prompting = tuple(s.role for s in seats if s.permission_class is PermissionClass.PROMPTING)
+    unknown = tuple(s.role for s in seats if s.permission_class is PermissionClass.UNKNOWN)
+    if bypass and prompting:
+        warnings.append(
+            CheckWarning(
+                "mixed-classes",
+                "the seats fall into both permission classes: bypass: "
+                + ", ".join(bypass)
+                + "; prompting: "
+                + ", ".join(prompting)
+                + ". A SendMessage between the two classes is held for approval in the receiver's pane, and "
+                "dropped after dialogExpiry (5 minutes by default) if nobody answers: in an unattended team it "
+                "is lost. Give every seat one permission_mode, or expect to approve those messages.",
+                bypass + prompting,
+            )
+        )
+    if unknown:
+        warnings.append(
+            CheckWarning(
+                "cannot-see",
+                "cannot see the permission mode of "
+                + ", ".join(unknown)
+                + ": they inherit it from their settings files, so check cannot tell whether messages to and "
+                "from them are held. Set permission_mode for each.",
+                unknown,
+            )
+        )
+    no_hooks = tuple(s.role for s in seats if s.hooks_disabled)
+    if no_hooks:
+        warnings.append(
+            CheckWarning(
+                "hooks-off",
+                "hooks are all off (disableAllHooks: true) for "
+                + ", ".join(no_hooks)
+                + ": their SendMessage calls will not be logged in messages.log. Remove disableAllHooks "
+                "from the settings file that sets it.",
+                no_hooks,
+            )
+        )
+    if root:
+        stuck = tuple(
+            seat.role
+            for seat in team.seats
+            if seat.effective_mode == "bypassPermissions"
+            and (seat.env.get("IS_SANDBOX") or environ.get("IS_SANDBOX")) != "1"
+        )
+        if stuck:
+            warnings.append(
+                CheckWarning(
+                    "bypass-as-root",
+                    "running as root, Claude Code refuses to start in bypassPermissions: "
+                    + ", ".join(stuck)
+                    + " would exit at once. Run the team as an ordinary user, or, inside a sandbox, set "
+                    'IS_SANDBOX = "1" in the seat\'s env.',
+                    stuck,
+                )
+            )
+    missing_cwd = tuple(seat.role for seat in team.seats if not seat.cwd.is_dir())
+    if missing_cwd:
+        warnings.append(
+            CheckWarning(
+                "missing-cwd",
+                "the working directory of " + ", ".join(missing_cwd) + " does not exist: create it or fix cwd.",
+                missing_cwd,
+            )
+        )
+    if team.shared_prompt is not None and not team.shared_prompt.is_file():
+        warnings.append(
+            CheckWarning(
+                "no-shared-prompt",
+                f"the shared prompt {team.shared_prompt} does not exist: seats would start without the team's "
+                "rules. Create it (examples/roles/common.md is a start) or set shared_prompt.",
+            )
+        )
+    return Report(team=team, seats=seats, warnings=tuple(warnings))
+
+
+def to_json(report: Report) -> dict[str, Any]:
+    team = report.team
+    return {
+        "version": JSON_VERSION,
+        "team": team.name,
+        "team_file": str(team.path),
+        "tmux_server": {"socket_name": team.tmux_socket, "socket_path": team.tmux_socket_path},
+        "seats": [
+            {
+                "role": s.role,
+                "session": s.session,
+                "permission_mode": s.permission_mode,
+                "class": s.permission_class.value,
+                "hooks_disabled": s.hooks_disabled,
+                "kickoff": labelled_kickoff(s.kickoff) if s.kickoff is not None else None,
+            }
+            for s in report.seats
+        ],
+        "warnings": [{"kind": w.kind, "message": w.message, "roles": list(w.roles)} for w in report.warnings],
+        "exit_code": report.exit_code,
+    }
+
+
+def render(report: Report) -> str:
+    team = report.team
+    lines = [f"team {team.name} ({team.path})"]
+    header = ("ROLE", "SESSION", "MODE", "CLASS", "HOOKS")
+    rows = [
+        (
+            s.role,
+            s.session,
+            s.permission_mode or "(inherited)",
+            s.permission_class.value,
+            "off" if s.hooks_disabled else "on",
+        )
+        for s in report.seats
+    ]
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    for row in [header, *rows]:
+        lines.append("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip())
+    lines.append("")
+    lines.append("kickoffs (each seat's first message):")
+    for s in report.seats:
+        shown = labelled_kickoff(s.kickoff) if s.kickoff is not None else "(none)"
+        lines.append(f"  {s.role}: {shown}")
+    if report.warnings:
+        lines.append("")
+        for w in report.warnings:
+            lines.append(f"WARNING: {w.message}")
+    else:
+        lines.append("")
+        lines.append("nothing needs attention")
+    return "\n".join(lines)

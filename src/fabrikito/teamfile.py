@@ -1,0 +1,364 @@
+"""The team file: a TOML description of a team and its roster.
+
+Example (see ``examples/team.toml``)::
+
+    name = "acme"                 # names .state/acme/
+    tmux_socket = "acme"          # tmux -L acme; omit for the default server
+    agent = "claude"              # the agent command (a string or a list)
+    kickoff = "Read your role and start."
+    shared_prompt = "roles/common.md"
+
+    [[seat]]
+    role = "em"
+    session = "acme-em"
+    cwd = "."
+    permission_mode = "acceptEdits"
+    args = []
+    kickoff = "..."               # optional; the team's kickoff otherwise
+    env = { CLAUDE_CODE_NO_FLICKER = "1" }
+
+Every problem is reported at once, each naming the file, the seat, what is
+wrong and what to do; unknown keys are errors.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from fabrikito.errors import TeamFileError
+
+DEFAULT_TEAM_FILE = "team.toml"
+DEFAULT_AGENT = ("claude",)
+DEFAULT_SHARED_PROMPT = "roles/common.md"
+
+ROLE_RE = re.compile(r"[a-z0-9_]+\Z")
+RESERVED_ROLES = frozenset({"owner", "launcher"})
+SESSION_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}\Z")
+TEAM_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}\Z")
+SOCKET_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}\Z")
+LABEL_RE = re.compile(r"\[\s*from\b[^\]\n]*\]", re.IGNORECASE)
+ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+PERMISSION_MODES = ("acceptEdits", "bypassPermissions", "default", "dontAsk", "plan", "auto")
+ALLOW_BYPASS_FLAG = "--allow-dangerously-skip-permissions"
+SKIP_PERMISSIONS_FLAG = "--dangerously-skip-permissions"
+
+TEAM_KEYS = frozenset({"name", "tmux_socket", "tmux_socket_path", "agent", "kickoff", "shared_prompt", "seat"})
+SEAT_KEYS = frozenset({"role", "session", "cwd", "permission_mode", "args", "kickoff", "env"})
+
+
+class PermissionClass(StrEnum):
+    """The two classes Claude Code compares when it decides to hold a message."""
+
+    BYPASS = "bypass"
+    PROMPTING = "prompting"
+    UNKNOWN = "cannot see"
+
+
+@dataclass(frozen=True, slots=True)
+class Seat:
+    role: str
+    session: str
+    cwd: Path
+    permission_mode: str | None
+    args: tuple[str, ...] = ()
+    kickoff: str | None = None
+    env: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def effective_mode(self) -> str | None:
+        """The permission mode the seat starts in, from the key or from ``args``."""
+        if self.permission_mode is not None:
+            return self.permission_mode
+        if SKIP_PERMISSIONS_FLAG in self.args:
+            return "bypassPermissions"
+        return _mode_in_args(self.args)
+
+    @property
+    def bypass_available(self) -> bool:
+        mode = self.effective_mode
+        return mode == "bypassPermissions" or ALLOW_BYPASS_FLAG in self.args or SKIP_PERMISSIONS_FLAG in self.args
+
+    @property
+    def permission_class(self) -> PermissionClass:
+        mode = self.effective_mode
+        if mode is None:
+            return PermissionClass.UNKNOWN
+        if mode == "bypassPermissions":
+            return PermissionClass.BYPASS
+        if mode == "plan" and self.bypass_available:
+            return PermissionClass.BYPASS
+        return PermissionClass.PROMPTING
+
+
+@dataclass(frozen=True, slots=True)
+class Team:
+    path: Path
+    name: str
+    seats: tuple[Seat, ...]
+    tmux_socket: str | None = None
+    tmux_socket_path: str | None = None
+    agent: tuple[str, ...] = DEFAULT_AGENT
+    kickoff: str | None = None
+    shared_prompt: Path | None = None
+
+    @property
+    def base_dir(self) -> Path:
+        """The directory the team file is in: ``.state/`` lives there."""
+        return self.path.parent
+
+    @property
+    def state_dir(self) -> Path:
+        return self.base_dir / ".state" / self.name
+
+    @property
+    def log_path(self) -> Path:
+        return self.state_dir / "messages.log"
+
+    def seat(self, role: str) -> Seat | None:
+        for seat in self.seats:
+            if seat.role == role:
+                return seat
+        return None
+
+    def seat_by_session(self, session: str) -> Seat | None:
+        for seat in self.seats:
+            if seat.session == session:
+                return seat
+        return None
+
+    @property
+    def roles(self) -> tuple[str, ...]:
+        return tuple(seat.role for seat in self.seats)
+
+    def kickoff_for(self, seat: Seat) -> str | None:
+        return seat.kickoff if seat.kickoff is not None else self.kickoff
+
+
+def _mode_in_args(args: tuple[str, ...]) -> str | None:
+    for i, arg in enumerate(args):
+        if arg == "--permission-mode" and i + 1 < len(args):
+            return args[i + 1]
+        if arg.startswith("--permission-mode="):
+            return arg.partition("=")[2]
+    return None
+
+
+def resolve_team_path(path: str | None) -> Path:
+    return Path(path if path is not None else DEFAULT_TEAM_FILE).absolute()
+
+
+def load(path: str | Path | None = None) -> Team:
+    """Read and validate a team file; raise :class:`TeamFileError` listing every problem."""
+    team_path = resolve_team_path(None if path is None else str(path))
+    try:
+        raw = team_path.read_bytes()
+    except FileNotFoundError:
+        raise TeamFileError(
+            f"{team_path}: no team file there. Pass --team FILE, or copy examples/team.toml "
+            "to team.toml in this directory and edit it."
+        ) from None
+    except OSError as exc:
+        raise TeamFileError(
+            f"{team_path}: cannot read the team file ({exc.strerror}): check its permissions."
+        ) from None
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise TeamFileError(f"{team_path}: the team file is not UTF-8 text: save it as UTF-8.") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise TeamFileError(f"{team_path}: not valid TOML ({exc}): fix the syntax.") from None
+    return parse(data, team_path)
+
+
+def parse(data: Mapping[str, Any], team_path: Path) -> Team:
+    problems: list[str] = []
+
+    def bad(where: str, message: str) -> None:
+        problems.append(f"{team_path}: {where}: {message}")
+
+    for key in sorted(set(data) - TEAM_KEYS):
+        bad("team", f"unknown key '{key}': remove it (known keys: {', '.join(sorted(TEAM_KEYS))})")
+
+    name = data.get("name")
+    if not isinstance(name, str) or not TEAM_NAME_RE.match(name):
+        bad("team", f"'name' must be set to letters, digits, '_' or '-' (it names .state/<name>/), not {name!r}")
+        name = "invalid"
+
+    tmux_socket = _optional_str(data, "tmux_socket", "team", bad)
+    if tmux_socket is not None and not SOCKET_NAME_RE.match(tmux_socket):
+        bad("team", f"'tmux_socket' {tmux_socket!r} is not a plain socket name: use letters, digits, '.', '_', '-'")
+    tmux_socket_path = _optional_str(data, "tmux_socket_path", "team", bad)
+    if tmux_socket is not None and tmux_socket_path is not None:
+        bad("team", "set 'tmux_socket' or 'tmux_socket_path', not both")
+    if tmux_socket_path is not None and not tmux_socket_path.startswith("/"):
+        bad("team", f"'tmux_socket_path' must be absolute, not {tmux_socket_path!r}")
+
+    agent = _agent(data.get("agent"), bad)
+    kickoff = _kickoff(data, "team", bad)
+    shared_raw = _optional_str(data, "shared_prompt", "team", bad)
+    shared_prompt = team_path.parent / (shared_raw if shared_raw is not None else DEFAULT_SHARED_PROMPT)
+
+    raw_seats = data.get("seat")
+    seats: list[Seat] = []
+    if not isinstance(raw_seats, list) or not raw_seats:
+        bad("team", "no seats: add at least one [[seat]] table with role and session")
+        raw_seats = []
+    roles_seen: dict[str, int] = {}
+    sessions_seen: dict[str, int] = {}
+    for index, raw in enumerate(raw_seats, start=1):
+        if not isinstance(raw, dict):
+            bad(f"seat #{index}", "must be a [[seat]] table")
+            continue
+        seat = _seat(raw, index, team_path.parent, bad)
+        if seat is None:
+            continue
+        if seat.role in roles_seen:
+            bad(
+                f"seat '{seat.role}'",
+                f"role id used again (first by seat #{roles_seen[seat.role]}): give each seat its own role id",
+            )
+        else:
+            roles_seen[seat.role] = index
+        if seat.session in sessions_seen:
+            bad(
+                f"seat '{seat.role}'",
+                f"session '{seat.session}' is used by seat #{sessions_seen[seat.session]} "
+                "too: give each seat its own session name",
+            )
+        else:
+            sessions_seen[seat.session] = index
+        seats.append(seat)
+
+    if problems:
+        raise TeamFileError("invalid team file:\n  " + "\n  ".join(problems))
+    return Team(
+        path=team_path,
+        name=str(name),
+        seats=tuple(seats),
+        tmux_socket=tmux_socket,
+        tmux_socket_path=tmux_socket_path,
+        agent=agent,
+        kickoff=kickoff,
+        shared_prompt=shared_prompt,
+    )
+
+
+def _seat(raw: Mapping[str, Any], index: int, base: Path, bad: Any) -> Seat | None:
+    role = raw.get("role")
+    where = f"seat #{index}" if not isinstance(role, str) else f"seat '{role}'"
+    for key in sorted(set(raw) - SEAT_KEYS):
+        bad(where, f"unknown key '{key}': remove it (known keys: {', '.join(sorted(SEAT_KEYS))})")
+    ok = True
+    if not isinstance(role, str) or not role:
+        bad(where, "'role' is missing: set a role id of lowercase letters, digits and '_'")
+        return None
+    if not ROLE_RE.match(role):
+        bad(
+            where,
+            f"role id {role!r} may hold only lowercase letters, digits and '_' (no '-'): rename it, "
+            f"for example to {re.sub(r'[^a-z0-9_]', '_', role.lower())!r}",
+        )
+        ok = False
+    elif role in RESERVED_ROLES:
+        bad(where, f"role id {role!r} is reserved for fabrikito's own labels ([from {role}]): choose another")
+        ok = False
+    session = raw.get("session")
+    if not isinstance(session, str) or not SESSION_RE.match(session):
+        bad(where, f"'session' must be a session name of letters, digits, '_' or '-' (at most 64), not {session!r}")
+        ok = False
+    cwd_raw = raw.get("cwd", ".")
+    if not isinstance(cwd_raw, str) or not cwd_raw:
+        bad(where, "'cwd' must be a directory path")
+        ok = False
+        cwd_raw = "."
+    mode = raw.get("permission_mode")
+    if mode is not None and mode not in PERMISSION_MODES:
+        bad(
+            where,
+            f"permission_mode {mode!r} is not one of {', '.join(PERMISSION_MODES)}: fix it, "
+            "or remove it to let the seat inherit its mode from its settings files",
+        )
+        ok = False
+    args = raw.get("args", [])
+    if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
+        bad(where, "'args' must be a list of strings")
+        ok = False
+        args = []
+    if mode is not None and (_mode_in_args(tuple(args)) is not None or SKIP_PERMISSIONS_FLAG in args):
+        bad(where, "the permission mode is set twice (permission_mode and in args): keep one")
+        ok = False
+    for reserved in ("-n", "--name", "--settings"):
+        if reserved in args:
+            bad(where, f"args may not hold {reserved}: fabrikito sets it from the team file")
+            ok = False
+    kickoff = _kickoff(raw, where, bad)
+    env = raw.get("env", {})
+    if not isinstance(env, dict) or not all(
+        isinstance(k, str) and ENV_NAME_RE.match(k) and isinstance(v, str) for k, v in env.items()
+    ):
+        bad(where, "'env' must be a table of NAME = \"value\" strings")
+        ok = False
+        env = {}
+    elif "TEAM_ROLE" in env or "FABRIKITO_TEAM" in env:
+        bad(where, "'env' may not set TEAM_ROLE or FABRIKITO_TEAM: fabrikito sets them")
+        ok = False
+    if not ok or not isinstance(session, str):
+        return None
+    cwd = Path(cwd_raw).expanduser()
+    if not cwd.is_absolute():
+        cwd = base / cwd
+    return Seat(
+        role=role,
+        session=session,
+        cwd=cwd,
+        permission_mode=mode if isinstance(mode, str) else None,
+        args=tuple(args),
+        kickoff=kickoff,
+        env=dict(env),
+    )
+
+
+def _optional_str(data: Mapping[str, Any], key: str, where: str, bad: Any) -> str | None:
+    value = data.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value:
+        bad(where, f"'{key}' must be a non-empty string")
+        return None
+    return value
+
+
+def _kickoff(data: Mapping[str, Any], where: str, bad: Any) -> str | None:
+    kickoff = _optional_str(data, "kickoff", where, bad)
+    if kickoff is None:
+        return None
+    if not kickoff.strip():
+        bad(where, "'kickoff' is blank: remove it or write the first message")
+        return None
+    found = LABEL_RE.search(kickoff)
+    if found:
+        bad(
+            where,
+            f"the kickoff holds a label {found.group(0)!r}: remove it; fabrikito labels every "
+            "kickoff [from launcher] itself, and a label of its own would let it pass for another sender",
+        )
+        return None
+    return kickoff
+
+
+def _agent(value: Any, bad: Any) -> tuple[str, ...]:
+    if value is None:
+        return DEFAULT_AGENT
+    if isinstance(value, str) and value.strip():
+        return (value,)
+    if isinstance(value, list) and value and all(isinstance(v, str) and v for v in value):
+        return tuple(value)
+    bad("team", "'agent' must be a command: a string, or a list of strings")
+    return DEFAULT_AGENT

@@ -1,0 +1,253 @@
+"""The one module that runs tmux.
+
+Every call goes through a :class:`Server`, which always names the server
+(``-L name`` or ``-S path``; the user's default server is ``-L default``),
+passes an argument list (never a shell), has a timeout, checks the exit code
+and raises :class:`~fabrikito.errors.TmuxError`, which says which command
+failed and what tmux said.  Panes are addressed by their ``%id``.
+
+Nothing else in fabrikito starts tmux.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import subprocess
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from fabrikito.errors import TmuxError
+
+DEFAULT_TIMEOUT = 5.0
+DEFAULT_SOCKET_NAME = "default"
+
+
+@dataclass(frozen=True, slots=True)
+class Server:
+    """A tmux server, named by socket name (``-L``) or socket path (``-S``)."""
+
+    socket_name: str | None = None
+    socket_path: str | None = None
+    timeout: float = DEFAULT_TIMEOUT
+    binary: str = "tmux"
+
+    def __post_init__(self) -> None:
+        if self.socket_name is not None and self.socket_path is not None:
+            raise ValueError("name a tmux server by socket_name or socket_path, not both")
+
+    # -- identity -----------------------------------------------------------
+
+    @property
+    def server_flags(self) -> list[str]:
+        if self.socket_path is not None:
+            return ["-S", self.socket_path]
+        return ["-L", self.socket_name or DEFAULT_SOCKET_NAME]
+
+    @property
+    def is_default(self) -> bool:
+        """True for the user's default server (``-L default``)."""
+        if self.socket_path is not None:
+            return os.path.realpath(self.socket_path) == os.path.realpath(default_socket_path())
+        return (self.socket_name or DEFAULT_SOCKET_NAME) == DEFAULT_SOCKET_NAME
+
+    def resolved_socket_path(self) -> str:
+        """The socket file this server listens on, computed without running tmux."""
+        if self.socket_path is not None:
+            return self.socket_path
+        return socket_path_for_name(self.socket_name or DEFAULT_SOCKET_NAME)
+
+    def describe(self) -> str:
+        if self.socket_path is not None:
+            return f"tmux server at {self.socket_path}"
+        return f"tmux server '{self.socket_name or DEFAULT_SOCKET_NAME}'"
+
+    # -- running ------------------------------------------------------------
+
+    def run(
+        self,
+        *args: str,
+        input: bytes | None = None,
+        timeout: float | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> str:
+        """Run one tmux command; return its stdout (decoded, errors replaced)."""
+        argv = [self.binary, *self.server_flags, *args]
+        limit = self.timeout if timeout is None else timeout
+        try:
+            done = subprocess.run(
+                argv,
+                input=input if input is not None else b"",
+                capture_output=True,
+                timeout=limit,
+                env=dict(env) if env is not None else None,
+                check=False,
+            )
+        except subprocess.TimeoutExpired as exc:
+            err = exc.stderr.decode("utf-8", "replace") if isinstance(exc.stderr, bytes) else ""
+            raise TmuxError(argv, returncode=None, stderr=err, reason=f"timed out after {limit:g}s") from None
+        except OSError as exc:
+            raise TmuxError(argv, returncode=None, stderr=str(exc), reason="could not be started") from None
+        if done.returncode != 0:
+            raise TmuxError(argv, returncode=done.returncode, stderr=done.stderr.decode("utf-8", "replace"))
+        return done.stdout.decode("utf-8", "replace")
+
+    def alive(self) -> bool:
+        """Whether the server answers (a failing ``list-sessions`` means no)."""
+        try:
+            self.run("list-sessions", "-F", "#{session_id}")
+        except TmuxError:
+            return False
+        return True
+
+    # -- sessions and panes ---------------------------------------------------
+
+    def new_session(
+        self,
+        name: str,
+        command: Sequence[str],
+        *,
+        cwd: str,
+        width: int = 220,
+        height: int = 50,
+        env: Mapping[str, str] | None = None,
+    ) -> str:
+        """Start a detached session running ``command``; return its pane id."""
+        args = [
+            "new-session",
+            "-d",
+            "-P",
+            "-F",
+            "#{pane_id}",
+            "-s",
+            name,
+            "-c",
+            cwd,
+            "-x",
+            str(width),
+            "-y",
+            str(height),
+        ]
+        for key, value in (env or {}).items():
+            args += ["-e", f"{key}={value}"]
+        args.append("--")
+        args += list(command)
+        return self.run(*args).strip()
+
+    def has_session(self, name: str) -> bool:
+        try:
+            self.run("has-session", "-t", f"={name}")
+        except TmuxError:
+            return False
+        return True
+
+    def kill_session(self, name: str) -> None:
+        self.run("kill-session", "-t", f"={name}")
+
+    def kill_pane(self, pane: str) -> None:
+        self.run("kill-pane", "-t", pane)
+
+    def kill_server(self) -> None:
+        self.run("kill-server")
+
+    def list_panes(self, fields: Sequence[str]) -> list[dict[str, str]]:
+        """Every pane of the server (``-a``), one dict per pane with ``fields``.
+
+        Fields are tmux format variable names (``pane_id``, ``session_name``...).
+        Values are separated by a byte tmux never prints in these fields.
+        """
+        sep = "\x1f"
+        fmt = sep.join("#{" + f + "}" for f in fields)
+        out = self.run("list-panes", "-a", "-F", fmt)
+        rows = []
+        for line in out.splitlines():
+            values = line.split(sep)
+            if len(values) != len(fields):
+                continue
+            rows.append(dict(zip(fields, values, strict=True)))
+        return rows
+
+    def display(self, target: str, fmt: str) -> str:
+        """``display-message -p`` on one pane."""
+        return self.run("display-message", "-p", "-t", target, fmt).rstrip("\n")
+
+    def pane_fields(self, pane: str, fields: Sequence[str]) -> dict[str, str]:
+        sep = "\x1f"
+        out = self.display(pane, sep.join("#{" + f + "}" for f in fields))
+        values = out.split(sep)
+        if len(values) != len(fields):
+            raise TmuxError(
+                ["display-message", "-t", pane], returncode=0, stderr=out, reason="answered in an unexpected shape"
+            )
+        return dict(zip(fields, values, strict=True))
+
+    def capture(self, pane: str, *, escapes: bool = False, start: int | None = None) -> str:
+        """The visible screen of ``pane`` (``-e`` keeps colours and attributes)."""
+        args = ["capture-pane", "-p", "-t", pane]
+        if escapes:
+            args.append("-e")
+        if start is not None:
+            args += ["-S", str(start)]
+        return self.run(*args)
+
+    def send_keys(self, pane: str, *keys: str, literal: bool = False) -> None:
+        args = ["send-keys", "-t", pane]
+        if literal:
+            args.append("-l")
+        args.append("--")
+        self.run(*args, *keys)
+
+    def paste(self, pane: str, text: str, *, bracketed: bool = True) -> None:
+        """Paste ``text`` into ``pane`` through a uniquely named buffer.
+
+        The buffer is loaded from stdin (no shell, no argument length limit),
+        pasted with ``-d`` so tmux deletes it, and deleted again if the paste
+        failed, so no buffer is left behind.
+        """
+        name = f"fabrikito-{os.getpid()}-{secrets.token_hex(6)}"
+        self.run("load-buffer", "-b", name, "-", input=text.encode("utf-8"))
+        try:
+            args = ["paste-buffer", "-d", "-b", name, "-t", pane]
+            if bracketed:
+                args.insert(1, "-p")
+            self.run(*args)
+        finally:
+            try:
+                self.run("delete-buffer", "-b", name)
+            except TmuxError:
+                pass  # already deleted by paste-buffer -d: the usual case
+
+    def resize_window(self, target: str, width: int, height: int) -> None:
+        self.run("resize-window", "-t", target, "-x", str(width), "-y", str(height))
+
+    def window_option(self, target: str, option: str) -> str | None:
+        """A window option set on the window itself, or ``None`` when it is not set there."""
+        out = self.run("show-options", "-w", "-q", "-t", target, option).strip()
+        if not out:
+            return None
+        _, _, value = out.partition(" ")
+        return value.strip().strip('"')
+
+    def set_window_option(self, target: str, option: str, value: str | None) -> None:
+        if value is None:
+            self.run("set-option", "-w", "-u", "-t", target, option)
+        else:
+            self.run("set-option", "-w", "-t", target, option, value)
+
+
+def socket_path_for_name(name: str) -> str:
+    """Where tmux puts the socket of ``-L name``, as tmux computes it."""
+    tmpdir = os.environ.get("TMUX_TMPDIR") or "/tmp"  # noqa: S108 -- where tmux itself looks
+    return os.path.join(tmpdir, f"tmux-{os.getuid()}", name)
+
+
+def default_socket_path() -> str:
+    return socket_path_for_name(DEFAULT_SOCKET_NAME)
+
+
+def server_of_current_pane() -> str | None:
+    """The socket path of the tmux server this process runs in, from ``$TMUX``."""
+    value = os.environ.get("TMUX", "")
+    if not value:
+        return None
+    return value.split(",", 1)[0] or None
