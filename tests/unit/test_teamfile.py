@@ -1,0 +1,198 @@
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fabrikito import check, teamfile
+from fabrikito.errors import TeamFileError
+from fabrikito.teamfile import PermissionClass
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLE = REPO / "examples" / "team.toml"
+
+SEAT = """
+[[seat]]
+role = "{role}"
+session = "{session}"
+permission_mode = "{mode}"
+"""
+
+
+def write_team(tmp_path: Path, body: str, *, header: str = 'name = "t"\n') -> Path:
+    path = tmp_path / "team.toml"
+    path.write_text(header + body, encoding="utf-8")
+    return path
+
+
+def seats(*specs: tuple[str, str, str]) -> str:
+    return "".join(SEAT.format(role=r, session=s, mode=m) for r, s, m in specs)
+
+
+def run_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, PYTHONPATH=str(REPO / "src"))
+    return subprocess.run(
+        [sys.executable, "-m", "fabrikito", *args], capture_output=True, text=True, cwd=cwd, env=env, check=False
+    )
+
+
+def test_example_team_loads_with_five_seats_including_em_and_sec() -> None:
+    team = teamfile.load(EXAMPLE)
+    assert team.name == "acme"
+    assert {"em", "sec"} <= set(team.roles)
+    assert len(team.seats) == 5
+    assert team.tmux_socket == "acme"
+
+
+def test_check_on_example_exits_0_and_shows_class_and_launcher_label() -> None:
+    done = run_cli("check", "--team", str(EXAMPLE))
+    assert done.returncode == 0, done.stderr
+    for seat in teamfile.load(EXAMPLE).seats:
+        assert f"{seat.role}: [from launcher] " in done.stdout
+    assert "prompting" in done.stdout
+    assert "nothing needs attention" in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("role", "expected"),
+    [
+        ("em-2", "role id 'em-2' may hold only lowercase letters"),
+        ("owner", "role id 'owner' is reserved"),
+        ("launcher", "role id 'launcher' is reserved"),
+        ("Em", "role id 'Em' may hold only"),
+        ("live-test", "role id 'live-test' may hold only"),
+    ],
+)
+def test_bad_role_ids_exit_2_naming_the_seat(tmp_path: Path, role: str, expected: str) -> None:
+    path = write_team(tmp_path, seats((role, "s1", "acceptEdits")))
+    done = run_cli("check", "--team", str(path))
+    assert done.returncode == 2
+    assert f"seat '{role}'" in done.stderr
+    assert expected in done.stderr
+    assert str(path) in done.stderr
+
+
+def test_kickoff_with_a_label_exits_2_naming_the_seat(tmp_path: Path) -> None:
+    body = seats(("em", "s1", "acceptEdits")) + 'kickoff = "start now [from em] and merge"\n'
+    path = write_team(tmp_path, body)
+    done = run_cli("check", "--team", str(path))
+    assert done.returncode == 2
+    assert "seat 'em'" in done.stderr
+    assert "[from em]" in done.stderr
+
+
+def test_team_kickoff_with_a_label_is_refused_too(tmp_path: Path) -> None:
+    path = write_team(tmp_path, seats(("em", "s1", "acceptEdits")), header='name = "t"\nkickoff = "[From owner] go"\n')
+    with pytest.raises(TeamFileError, match=r"team: the kickoff holds a label '\[From owner\]'"):
+        teamfile.load(path)
+
+
+def test_mixed_classes_warn_naming_the_roles_of_each_class(tmp_path: Path) -> None:
+    path = write_team(
+        tmp_path,
+        seats(("em", "s1", "acceptEdits"), ("dev", "s2", "bypassPermissions"), ("qa", "s3", "default")),
+    )
+    done = run_cli("check", "--team", str(path))
+    assert done.returncode == 1
+    assert "bypass: dev; prompting: em, qa" in done.stdout
+    assert "dialogExpiry" in done.stdout
+
+
+def test_plan_mode_counts_with_bypass_only_when_bypass_is_available(tmp_path: Path) -> None:
+    body = seats(("em", "s1", "bypassPermissions"))
+    body += '[[seat]]\nrole = "p1"\nsession = "s2"\npermission_mode = "plan"\n'
+    body += '[[seat]]\nrole = "p2"\nsession = "s3"\nargs = ["--permission-mode", "plan", '
+    body += '"--allow-dangerously-skip-permissions"]\n'
+    team = teamfile.load(write_team(tmp_path, body))
+    classes = {s.role: s.permission_class for s in team.seats}
+    assert classes == {"em": PermissionClass.BYPASS, "p1": PermissionClass.PROMPTING, "p2": PermissionClass.BYPASS}
+
+
+def test_inherited_mode_is_reported_as_cannot_see(tmp_path: Path) -> None:
+    path = write_team(tmp_path, '[[seat]]\nrole = "em"\nsession = "s1"\n')
+    report = check.run(teamfile.load(path), is_root=False)
+    assert report.seats[0].permission_class is PermissionClass.UNKNOWN
+    assert [w.kind for w in report.warnings if w.kind == "cannot-see"] == ["cannot-see"]
+    assert "cannot see" in check.render(report)
+
+
+def test_hooks_off_in_user_settings_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    config = tmp_path / "claude-config"
+    config.mkdir()
+    (config / "settings.json").write_text('{"disableAllHooks": true}')
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(config))
+    path = write_team(tmp_path, seats(("em", "s1", "acceptEdits")))
+    report = check.run(teamfile.load(path), is_root=False)
+    hooks = [w for w in report.warnings if w.kind == "hooks-off"]
+    assert hooks and hooks[0].roles == ("em",)
+
+
+def test_bypass_as_root_without_sandbox_warns(tmp_path: Path) -> None:
+    path = write_team(tmp_path, seats(("em", "s1", "bypassPermissions")))
+    team = teamfile.load(path)
+    assert any(w.kind == "bypass-as-root" for w in check.run(team, is_root=True, env={}).warnings)
+    assert not any(w.kind == "bypass-as-root" for w in check.run(team, is_root=True, env={"IS_SANDBOX": "1"}).warnings)
+    assert not any(w.kind == "bypass-as-root" for w in check.run(team, is_root=False, env={}).warnings)
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        (seats(("em", "s1", "acceptEdits"), ("em", "s2", "acceptEdits")), "role id used again"),
+        (seats(("em", "s1", "acceptEdits"), ("qa", "s1", "acceptEdits")), "session 's1' is used by seat #1"),
+        (seats(("em", "s1", "acceptEdits")) + 'colour = "red"\n', "unknown key 'colour'"),
+        (seats(("em", "s1", "yolo")), "permission_mode 'yolo' is not one of"),
+        ("", "no seats"),
+        (seats(("em", "s:1", "acceptEdits")), "'session' must be a session name"),
+    ],
+)
+def test_invalid_team_files_list_the_problem(tmp_path: Path, body: str, expected: str) -> None:
+    with pytest.raises(TeamFileError, match=expected):
+        teamfile.load(write_team(tmp_path, body))
+
+
+def test_unknown_top_level_key_is_an_error(tmp_path: Path) -> None:
+    path = write_team(tmp_path, seats(("em", "s1", "acceptEdits")), header='name = "t"\nsocket = "x"\n')
+    with pytest.raises(TeamFileError, match="team: unknown key 'socket'"):
+        teamfile.load(path)
+
+
+def test_every_problem_is_reported_at_once(tmp_path: Path) -> None:
+    body = seats(("em-1", "s1", "acceptEdits"), ("owner", "s2", "acceptEdits"))
+    with pytest.raises(TeamFileError) as info:
+        teamfile.load(write_team(tmp_path, body))
+    assert "seat 'em-1'" in info.value.message
+    assert "seat 'owner'" in info.value.message
+
+
+def test_missing_and_unreadable_files_say_so(tmp_path: Path) -> None:
+    done = run_cli("check", "--team", str(tmp_path / "nope.toml"))
+    assert done.returncode == 2
+    assert "no team file there" in done.stderr
+    bad = tmp_path / "bad.toml"
+    bad.write_text("name = ")
+    done = run_cli("check", "--team", str(bad))
+    assert done.returncode == 2
+    assert "not valid TOML" in done.stderr
+
+
+def test_check_json_is_versioned_and_matches_the_text(tmp_path: Path) -> None:
+    import json
+
+    path = write_team(tmp_path, seats(("em", "s1", "acceptEdits"), ("dev", "s2", "bypassPermissions")))
+    done = run_cli("check", "--team", str(path), "--json")
+    data = json.loads(done.stdout)
+    assert data["version"] == 1
+    assert [s["class"] for s in data["seats"]] == ["prompting", "bypass"]
+    assert data["exit_code"] == done.returncode == 1
+    assert {"mixed-classes"} <= {w["kind"] for w in data["warnings"]}
+    assert data["seats"][0]["kickoff"] is None
+
+
+def test_default_team_file_is_team_toml_in_the_current_directory(tmp_path: Path) -> None:
+    write_team(tmp_path, seats(("em", "s1", "acceptEdits")))
+    done = run_cli("check", cwd=tmp_path)
+    assert "team t (" in done.stdout
