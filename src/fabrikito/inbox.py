@@ -1,0 +1,837 @@
+"""Post a message into a Claude Code session's inbox from outside it (``message-claude.md``).
+
+The steps, each a function here so other modules can reuse them:
+
+1. **Discovery.**  :func:`list_sessions` reads every
+   ``${CLAUDE_CONFIG_DIR:-$HOME/.claude}/sessions/<pid>.json`` into a
+   :class:`SessionEntry` and checks its process: the pid must be alive, not a
+   zombie, and (on Linux) started at the ``procStart`` the file records
+   (field 22 of ``/proc/<pid>/stat``), so a reused pid is not trusted.
+   :func:`find` picks by name (and cwd): several live matches raise
+   :class:`AmbiguousError` listing them, only dead ones :class:`StaleError`, none
+   :class:`NoSuchSessionError`.
+2. **Token.**  :func:`choose_token`: the child token
+   (``CLAUDE_CODE_MESSAGING_TOKEN``) only when ``CLAUDE_CODE_MESSAGING_SOCKET``
+   is exactly the target's socket path and the target's process is an
+   ancestor of this one; otherwise the peer token from
+   ``<pid>.<sha256(socket path as recorded)>.key`` (never resolved first);
+   otherwise none (the auth line is optional on macOS and Linux).
+3. **Payload.**  :func:`build_payload` builds both lines before anything is
+   connected; an empty message, a lone surrogate or a message over the size
+   limit is refused here (rules in :mod:`fabrikito.inbox_protocol`).
+4. **Post.**  :func:`post` connects, writes the payload, shuts down its
+   writing side and closes, all within :data:`POST_TIMEOUT` seconds (the
+   receiver drops a connection that has not delivered a complete line in 15).
+
+"Written" is all a sender can know: the socket answers nothing.  The receiver
+then delivers the message, holds it for approval in its pane, or refuses it
+silently, by its ``crossSessionInbound`` setting or, without one, by
+permission class; :func:`receiver_fate` says which, as far as it can be told.
+
+Exit codes (the ``exit_code`` of each error; ``fabrikito send --help`` lists them):
+
+==  ==========================================================================
+0   written to the inbox socket (not yet known to be delivered)
+1   any other failure (for ``send``: the message log line could not be written)
+2   usage: no message, an empty or whitespace-only message, a lone surrogate
+3   :class:`NoSuchSessionError`: no session of that name (and cwd) in the registry
+4   :class:`AmbiguousError`: more than one live session matches; candidates listed
+5   :class:`StaleError`: only registry files whose process is gone match
+6   :class:`ConnectFailedError`: the socket refused the connection, is missing,
+    not permitted, or did not answer in time; nothing was sent
+7   :class:`TooLargeError`: over the size limit; refused before connecting
+8   :class:`WriteFailedError`: connected, but the payload could not be written whole
+9   :class:`SessionExitedError`: ``wait-idle``: the session exited while waited on
+10  :class:`WaitTimeoutError`: ``wait-idle``: the timeout passed first
+==  ==========================================================================
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import json
+import os
+import socket
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from fabrikito import inbox_protocol
+from fabrikito.errors import FabrikitoError, UsageError
+
+POST_TIMEOUT = 5.0
+"""Seconds for connect + write together: well inside the receiver's 15."""
+
+RECEIVER_LINE_DEADLINE = 15.0
+ENV_SOCKET = "CLAUDE_CODE_MESSAGING_SOCKET"
+ENV_TOKEN = "CLAUDE_CODE_MESSAGING_TOKEN"  # noqa: S105 (the name of the variable, not a secret)
+UDS_PREFIX = "uds:"
+
+EXIT_WRITTEN = 0
+EXIT_USAGE = 2
+EXIT_NO_SUCH_SESSION = 3
+EXIT_AMBIGUOUS = 4
+EXIT_STALE = 5
+EXIT_CONNECT_FAILED = 6
+EXIT_TOO_LARGE = 7
+EXIT_WRITE_FAILED = 8
+EXIT_SESSION_EXITED = 9
+EXIT_WAIT_TIMEOUT = 10
+
+EXIT_CODES_HELP = """\
+exit status:
+  0   written to the session's inbox socket (in its inbox, not yet known to be delivered)
+  1   other failure (send: written or not, the message log line could not be written)
+  2   usage: no message, an empty message, or text that is not valid Unicode
+  3   no such session in the registry
+  4   ambiguous: several live sessions match (candidates listed; add --cwd)
+  5   stale: the matching registry files belong to processes that are gone
+  6   connection refused or failed (socket missing, refused, not permitted, no answer)
+  7   too large: over 1,000,000 characters serialized; nothing was sent
+  8   connected, but the message could not be written whole
+  9   wait-idle: the session exited
+  10  wait-idle: the timeout passed"""
+
+
+# -- errors -----------------------------------------------------------------------
+
+
+class InboxError(FabrikitoError):
+    """A send or a lookup that failed; ``sent`` says whether any byte left."""
+
+    sent = False
+
+
+class InvalidMessageError(InboxError, UsageError):
+    """Empty, whitespace-only, or not valid Unicode text."""
+
+    exit_code = EXIT_USAGE
+
+
+class NoSuchSessionError(InboxError):
+    exit_code = EXIT_NO_SUCH_SESSION
+
+
+class AmbiguousError(InboxError):
+    exit_code = EXIT_AMBIGUOUS
+
+    def __init__(self, message: str, candidates: Sequence[SessionEntry]) -> None:
+        super().__init__(message)
+        self.candidates = tuple(candidates)
+
+
+class StaleError(InboxError):
+    exit_code = EXIT_STALE
+
+    def __init__(self, message: str, candidates: Sequence[SessionEntry]) -> None:
+        super().__init__(message)
+        self.candidates = tuple(candidates)
+
+
+class ConnectFailedError(InboxError):
+    exit_code = EXIT_CONNECT_FAILED
+
+
+class TooLargeError(InboxError):
+    exit_code = EXIT_TOO_LARGE
+
+
+class WriteFailedError(InboxError):
+    """Connected, but the payload did not all go out: the receiver may have a part of it."""
+
+    exit_code = EXIT_WRITE_FAILED
+
+
+class SessionExitedError(InboxError):
+    exit_code = EXIT_SESSION_EXITED
+
+
+class WaitTimeoutError(InboxError):
+    exit_code = EXIT_WAIT_TIMEOUT
+
+
+# -- the registry -------------------------------------------------------------------
+
+
+class Liveness(StrEnum):
+    ALIVE = "alive"
+    DEAD = "dead"  # no such process, or a zombie
+    REUSED = "pid reused"  # a process with that pid, started at another time
+    UNKNOWN = "cannot check"  # another pid namespace or boot, or no way to look
+
+    @property
+    def stale(self) -> bool:
+        return self in (Liveness.DEAD, Liveness.REUSED)
+
+
+@dataclass(frozen=True, slots=True)
+class SessionEntry:
+    """One registry file ``<config-dir>/sessions/<pid>.json``, and what was found of its process."""
+
+    path: Path
+    pid: int
+    name: str | None
+    status: str | None
+    waiting_for: str | None
+    cwd: str | None
+    socket_path: str | None
+    tmux: str | None
+    permission_mode: str | None  # only when the file records one (2.1.316 does not)
+    session_id: str | None
+    proc_start: str | None
+    pid_domain: str | None
+    kind: str | None
+    version: str | None
+    updated_at: int | None
+    liveness: Liveness
+
+    @property
+    def stale(self) -> bool:
+        return self.liveness.stale
+
+    @property
+    def sessions_dir(self) -> Path:
+        return self.path.parent
+
+    def key_path(self) -> Path | None:
+        if self.socket_path is None:
+            return None
+        return key_path(self.sessions_dir, self.pid, self.socket_path)
+
+    def describe(self) -> str:
+        """``pid 123, cwd /x, status idle, socket /tmp/cc-socks/123.sock`` (and why it is stale)."""
+        status = self.status or "?"
+        if self.waiting_for:
+            status += f" ({self.waiting_for})"
+        parts = [f"pid {self.pid}", f"cwd {self.cwd or '?'}", f"status {status}"]
+        parts.append(f"socket {self.socket_path}" if self.socket_path else "no inbox socket")
+        if self.liveness is not Liveness.ALIVE:
+            parts.append(f"process {self.liveness.value}")
+        return ", ".join(parts)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "pid": self.pid,
+            "status": self.status,
+            "waitingFor": self.waiting_for,
+            "cwd": self.cwd,
+            "messagingSocketPath": self.socket_path,
+            "tmux": self.tmux,
+            "permissionMode": self.permission_mode,
+            "sessionId": self.session_id,
+            "liveness": self.liveness.value,
+            "stale": self.stale,
+            "registryFile": str(self.path),
+        }
+
+
+def config_dir(env: Mapping[str, str] | None = None) -> Path:
+    """``${CLAUDE_CONFIG_DIR:-$HOME/.claude}``, from ``env`` (default: this process's)."""
+    env = os.environ if env is None else env
+    custom = env.get("CLAUDE_CONFIG_DIR")
+    if custom:
+        return Path(os.path.expanduser(custom))
+    home = env.get("HOME") or os.path.expanduser("~")
+    return Path(home) / ".claude"
+
+
+def sessions_dir(env: Mapping[str, str] | None = None) -> Path:
+    return config_dir(env) / "sessions"
+
+
+def key_path(directory: Path, pid: int, socket_path: str) -> Path:
+    """``<dir>/<pid>.<sha256 of socket_path exactly as recorded>.key`` (the path is not resolved)."""
+    digest = hashlib.sha256(socket_path.encode("utf-8", "surrogateescape")).hexdigest()
+    return directory / f"{pid}.{digest}.key"
+
+
+def _str(data: Mapping[str, Any], key: str) -> str | None:
+    value = data.get(key)
+    return value if isinstance(value, str) and value else None
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    """A JSON object from ``path``; ``None`` when missing, unreadable or not an object.
+
+    Read twice on a parse error, in case the file was caught half written.
+    """
+    for attempt in range(2):
+        try:
+            data = json.loads(path.read_bytes())
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError):
+            if attempt == 0:
+                time.sleep(0.02)
+                continue
+            return None
+        return data if isinstance(data, dict) else None
+    return None
+
+
+def parse_entry(
+    path: Path, data: Mapping[str, Any], *, check: Callable[[int, str | None, str | None], Liveness] | None = None
+) -> SessionEntry | None:
+    """A :class:`SessionEntry` from a registry object, or ``None`` when it has no integer pid."""
+    pid = data.get("pid")
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
+        return None
+    proc_start = data.get("procStart")
+    proc_start_s = str(proc_start) if isinstance(proc_start, str | int) and not isinstance(proc_start, bool) else None
+    pid_domain = _str(data, "pidDomain")
+    updated = data.get("updatedAt")
+    mode = _str(data, "permissionMode") or _str(data, "permission_mode")
+    liveness = (check or process_liveness)(pid, proc_start_s, pid_domain)
+    return SessionEntry(
+        path=path,
+        pid=pid,
+        name=_str(data, "name"),
+        status=_str(data, "status"),
+        waiting_for=_str(data, "waitingFor"),
+        cwd=_str(data, "cwd"),
+        socket_path=_str(data, "messagingSocketPath"),
+        tmux=_str(data, "tmux"),
+        permission_mode=mode,
+        session_id=_str(data, "sessionId"),
+        proc_start=proc_start_s,
+        pid_domain=pid_domain,
+        kind=_str(data, "kind"),
+        version=_str(data, "version"),
+        updated_at=updated if isinstance(updated, int) and not isinstance(updated, bool) else None,
+        liveness=liveness,
+    )
+
+
+def read_entry(path: Path) -> SessionEntry | None:
+    data = _read_json(path)
+    return None if data is None else parse_entry(path, data)
+
+
+def list_sessions(env: Mapping[str, str] | None = None, *, directory: Path | None = None) -> list[SessionEntry]:
+    """Every readable registry file, stale ones included (see :attr:`SessionEntry.stale`), by pid."""
+    where = sessions_dir(env) if directory is None else directory
+    try:
+        names = sorted(os.listdir(where))
+    except FileNotFoundError:
+        return []
+    except NotADirectoryError:
+        return []
+    out = []
+    for name in names:
+        if not name.endswith(".json"):
+            continue
+        entry = read_entry(where / name)
+        if entry is not None:
+            out.append(entry)
+    out.sort(key=lambda e: e.pid)
+    return out
+
+
+# -- processes ----------------------------------------------------------------------
+
+
+def _proc_stat(pid: int) -> tuple[str, str, int] | None:
+    """(state, start time in clock ticks as text, ppid) from ``/proc/<pid>/stat``, or ``None``."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            raw = f.read().decode("ascii", "replace")
+    except OSError:
+        return None
+    after = raw.rpartition(")")[2].split()
+    # after[0] is field 3 (state); field 22 (starttime) is after[19]; field 4 (ppid) is after[1].
+    if len(after) < 20:
+        return None
+    try:
+        return after[0], after[19], int(after[1])
+    except ValueError:
+        return None
+
+
+def own_pid_domain() -> str | None:
+    """``linux:<machine id>:pid:[<pid namespace>]``, as Claude Code writes ``pidDomain``; ``None`` off Linux.
+
+    Measured on 2.1.316: the middle part is ``/etc/machine-id`` (not the boot id).
+    """
+    machine = None
+    for path in ("/etc/machine-id", "/var/lib/dbus/machine-id"):
+        try:
+            with open(path, encoding="ascii") as f:
+                machine = f.read().strip()
+        except OSError:
+            continue
+        if machine:
+            break
+    try:
+        ns = os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return None
+    if not machine:
+        return None
+    return f"linux:{machine}:{ns}"
+
+
+def process_liveness(pid: int, proc_start: str | None, pid_domain: str | None = None) -> Liveness:
+    """Is the session's process still the one that wrote the file?"""
+    if pid_domain is not None:
+        ours = own_pid_domain()
+        if ours is not None and ours != pid_domain:
+            return Liveness.UNKNOWN
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return Liveness.DEAD
+    except PermissionError:
+        pass
+    except OSError:
+        return Liveness.UNKNOWN
+    stat = _proc_stat(pid)
+    if stat is None:
+        # No /proc (macOS), or the process ended just now.
+        return Liveness.DEAD if os.path.isdir("/proc/self") else Liveness.ALIVE
+    state, start, _ = stat
+    if state in ("Z", "X"):
+        return Liveness.DEAD
+    if proc_start is not None and start != proc_start:
+        return Liveness.REUSED
+    return Liveness.ALIVE
+
+
+def is_ancestor(pid: int, *, start: int | None = None) -> bool | None:
+    """Whether ``pid`` is an ancestor of ``start`` (default: this process); ``None`` when it cannot be told."""
+    current = os.getpid() if start is None else start
+    for _ in range(4096):
+        stat = _proc_stat(current)
+        if stat is None:
+            return None
+        parent = stat[2]
+        if parent == pid:
+            return True
+        if parent <= 1:
+            return False
+        current = parent
+    return False
+
+
+# -- finding a target -----------------------------------------------------------------
+
+
+def _same_dir(recorded: str | None, wanted: str) -> bool:
+    if recorded is None:
+        return False
+    if recorded == wanted or recorded.rstrip("/") == wanted.rstrip("/"):
+        return True
+    return os.path.realpath(recorded) == os.path.realpath(wanted)
+
+
+def _listing(entries: Iterable[SessionEntry]) -> str:
+    return "\n".join(f"  {e.name or '?'}: {e.describe()} ({e.path})" for e in entries)
+
+
+def find(
+    name: str,
+    cwd: str | None = None,
+    *,
+    env: Mapping[str, str] | None = None,
+    entries: Sequence[SessionEntry] | None = None,
+) -> SessionEntry:
+    """The one live session named ``name`` (in ``cwd`` when given) with an inbox socket.
+
+    Raises :class:`AmbiguousError` when several live ones match, :class:`StaleError`
+    when only stale ones do, :class:`NoSuchSessionError` when none does.  A
+    session whose process cannot be checked (another pid namespace) counts as
+    live: the connection decides.
+    """
+    pool = list_sessions(env) if entries is None else list(entries)
+    named = [e for e in pool if e.name == name]
+    matches = [e for e in named if cwd is None or _same_dir(e.cwd, cwd)]
+    where = f"named {name!r}" + (f" in {cwd}" if cwd is not None else "")
+    live = [e for e in matches if not e.stale]
+    reachable = [e for e in live if e.socket_path]
+    if len(reachable) == 1:
+        return reachable[0]
+    if len(reachable) > 1:
+        raise AmbiguousError(
+            f"{len(reachable)} live sessions are {where}; not sending to an arbitrary one:\n"
+            f"{_listing(reachable)}\n"
+            "Pass --cwd DIR to pick one (or uds:<socket path>), or rename one of them (/rename).",
+            reachable,
+        )
+    if live:
+        raise NoSuchSessionError(
+            f"the session {where} has no inbox socket (started with --bare, or messaging is off there):\n"
+            f"{_listing(live)}"
+        )
+    stale = [e for e in matches if e.stale]
+    if stale:
+        raise StaleError(
+            f"the registry lists a session {where}, but its process is gone (a stale file, left by a "
+            f"kill -9 or a crash); not sending:\n{_listing(stale)}\n"
+            "Start the session again, or remove the stale file if it is in the way.",
+            stale,
+        )
+    directory = sessions_dir(env) if entries is None else None
+    hint = ""
+    if named and cwd is not None:
+        hint = f"\nSessions named {name!r} in other directories:\n{_listing(named)}"
+    else:
+        others = sorted({e.name for e in pool if e.name and not e.stale})
+        if others:
+            hint = f"\nLive sessions: {', '.join(others)}."
+    seen = f" ({directory})" if directory is not None else ""
+    raise NoSuchSessionError(
+        f"no session {where} in the registry{seen}. If Claude Code runs with its own CLAUDE_CONFIG_DIR, "
+        f"set it here too.{hint}"
+    )
+
+
+def entry_for_socket(socket_path: str, entries: Iterable[SessionEntry]) -> SessionEntry | None:
+    """The live registry entry whose recorded socket is ``socket_path`` (exact text), if any."""
+    found = [e for e in entries if e.socket_path == socket_path and not e.stale]
+    return found[0] if len(found) == 1 else None
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """Where a message goes: the address as given, the socket, and the registry entry when known."""
+
+    address: str  # what --to said
+    socket_path: str
+    entry: SessionEntry | None
+
+    @property
+    def name(self) -> str | None:
+        return self.entry.name if self.entry is not None else None
+
+    def describe(self) -> str:
+        if self.entry is None:
+            return f"uds:{self.socket_path}"
+        return f"{self.entry.name or '?'} (pid {self.entry.pid}, cwd {self.entry.cwd or '?'}, uds:{self.socket_path})"
+
+
+def resolve(
+    to: str,
+    cwd: str | None = None,
+    *,
+    env: Mapping[str, str] | None = None,
+    entries: Sequence[SessionEntry] | None = None,
+) -> Target:
+    """A :class:`Target` for a session name or a ``uds:/path`` address."""
+    pool = list_sessions(env) if entries is None else list(entries)
+    if to.startswith(UDS_PREFIX):
+        path = to[len(UDS_PREFIX) :]
+        if not path.startswith("/"):
+            raise InvalidMessageError(
+                f"{to!r}: a uds: address needs an absolute socket path (uds:/tmp/cc-socks/123.sock)"
+            )
+        return Target(address=to, socket_path=path, entry=entry_for_socket(path, pool))
+    if not to.strip():
+        raise InvalidMessageError("no target: pass --to NAME, a roster role, or uds:/path")
+    entry = find(to, cwd, env=env, entries=pool)
+    return Target(address=to, socket_path=entry.socket_path or "", entry=entry)
+
+
+# -- tokens -----------------------------------------------------------------------------
+
+
+class TokenKind(StrEnum):
+    CHILD = "child"
+    PEER = "peer"
+    NONE = "none"
+
+
+@dataclass(frozen=True, slots=True)
+class Token:
+    kind: TokenKind
+    value: str | None
+    source: str  # where it came from, or why there is none
+
+    def __repr__(self) -> str:  # never print a token
+        return f"Token(kind={self.kind.value!r}, source={self.source!r})"
+
+
+def read_peer_token(path: Path, *, proc_start: str | None = None) -> str | None:
+    """``peerToken`` from a key file; ``None`` when missing, unreadable, or for another process."""
+    data = _read_json(path)
+    if data is None:
+        return None
+    token = data.get("peerToken")
+    if not isinstance(token, str) or not token:
+        return None
+    recorded = data.get("procStart")
+    if proc_start is not None and isinstance(recorded, str) and recorded != proc_start:
+        return None
+    return token
+
+
+def choose_token(
+    target: Target,
+    *,
+    env: Mapping[str, str] | None = None,
+    ancestor: Callable[[int], bool | None] = is_ancestor,
+) -> Token:
+    """The child token when this process is the target's own child, else the peer token, else none.
+
+    Child: ``CLAUDE_CODE_MESSAGING_SOCKET`` equals the target's socket path as
+    given, ``CLAUDE_CODE_MESSAGING_TOKEN`` is set, and the target's pid (when
+    the registry knows it) is an ancestor of this process or that cannot be
+    checked.  Peer: the key file named from the pid and the socket path as
+    recorded (no path resolution), and written by the same process
+    (``procStart``).
+    """
+    env = os.environ if env is None else env
+    entry = target.entry
+    child_token = env.get(ENV_TOKEN) or ""
+    if child_token and env.get(ENV_SOCKET) == target.socket_path:
+        verdict = None if entry is None else ancestor(entry.pid)
+        if verdict is not False:
+            how = "this process descends from the session" if verdict else "the session's process is unknown here"
+            return Token(TokenKind.CHILD, child_token, f"{ENV_TOKEN} ({ENV_SOCKET} matches; {how})")
+    if entry is None:
+        return Token(TokenKind.NONE, None, "no registry entry records this socket, so there is no key file to read")
+    path = entry.key_path()
+    if path is None:
+        return Token(TokenKind.NONE, None, "the registry entry records no socket")
+    token = read_peer_token(path, proc_start=entry.proc_start)
+    if token is None:
+        return Token(TokenKind.NONE, None, f"no usable peer token in {path}")
+    return Token(TokenKind.PEER, token, f"peerToken from {path}")
+
+
+# -- payload and post ---------------------------------------------------------------------
+
+
+def check_text(text: str) -> int:
+    """Refuse an empty or invalid message, or one over the size limit; return its serialized size."""
+    if not isinstance(text, str) or not text.strip():
+        raise InvalidMessageError("the message is empty (or only whitespace): nothing was sent")
+    try:
+        inbox_protocol.check_text(text)
+        return inbox_protocol.check_size(text)
+    except inbox_protocol.TooLargeError as exc:
+        raise TooLargeError(f"{exc}; nothing was sent") from None
+    except inbox_protocol.InvalidTextError as exc:
+        raise InvalidMessageError(f"{exc}; nothing was sent") from None
+
+
+def build_payload(text: str, token: str | None) -> bytes:
+    """The auth line (when there is a token) and the user line, as UTF-8 bytes."""
+    check_text(text)
+    return inbox_protocol.encode(text, token)
+
+
+@dataclass(frozen=True, slots=True)
+class PostResult:
+    socket_path: str
+    bytes_written: int
+    connect_seconds: float
+    total_seconds: float
+
+
+def post(socket_path: str, payload: bytes, timeout: float = POST_TIMEOUT) -> PostResult:
+    """Connect to ``socket_path``, write ``payload``, shut down writing, close.
+
+    The timeout covers connect and write together.  Raises
+    :class:`ConnectFailedError` when nothing was sent, :class:`WriteFailedError` when
+    the connection broke or ran out of time during the write.
+    """
+    if not payload.endswith(b"\n"):
+        raise ValueError("the payload must end with a newline")
+    t0 = time.monotonic()
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.settimeout(timeout)
+        try:
+            sock.connect(socket_path)
+        except OSError as exc:
+            raise ConnectFailedError(_connect_failure(socket_path, exc)) from None
+        t1 = time.monotonic()
+        sock.settimeout(max(0.05, timeout - (t1 - t0)))
+        try:
+            sock.sendall(payload)
+        except OSError as exc:
+            what = "did not take it in time" if isinstance(exc, TimeoutError) else f"closed it ({exc})"
+            err = WriteFailedError(
+                f"connected to {socket_path}, but it {what} while the {len(payload):,}-byte message was written: "
+                "the receiver has at most an incomplete line, which it drops; the message was not sent"
+            )
+            raise err from None
+        try:
+            sock.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass  # everything was written; the receiver already hung up
+    finally:
+        sock.close()
+    return PostResult(socket_path, len(payload), t1 - t0, time.monotonic() - t0)
+
+
+def _connect_failure(socket_path: str, exc: OSError) -> str:
+    code = exc.errno
+    if isinstance(exc, TimeoutError):
+        why = "no answer in time"
+    elif code == errno.ENOENT:
+        why = "no such socket (the session has ended, or the address is stale)"
+    elif code == errno.ECONNREFUSED:
+        why = "connection refused (nobody listens: the session's process is gone and the socket is stale)"
+    elif code in (errno.EACCES, errno.EPERM):
+        why = "permission denied (another OS user's session, or a sandbox that denies Unix sockets)"
+    elif code == errno.ENOTSOCK:
+        why = "not a socket"
+    else:
+        why = exc.strerror or str(exc)
+    return f"could not connect to uds:{socket_path}: {why}; nothing was sent"
+
+
+# -- what the receiver does next --------------------------------------------------------
+
+BYPASS_MODES = frozenset({"bypassPermissions"})
+
+
+def receiver_fate(token: Token, receiver_mode: str | None) -> list[str]:
+    """What can be said about the message after it was written, line by line."""
+    lines = [
+        "written to the inbox socket: in the session's inbox, not yet known to be read by its Claude "
+        "(the socket answers nothing, so no delivery, hold or refusal comes back here)."
+    ]
+    refuse = (
+        'If that session\'s crossSessionInbound is "refuse" it drops the message silently; '
+        'if it is "hold" it holds it for approval.'
+    )
+    if token.kind is TokenKind.CHILD:
+        lines.append(
+            "Sent with the session's child token: as its own child this message is delivered under the default "
+            "rules, whatever its permission mode. " + refuse
+        )
+        return lines
+    if receiver_mode in BYPASS_MODES:
+        lines.append(
+            f"The receiver runs in {receiver_mode} and this sender is not its child, so it asserts no permission "
+            'class: the receiver HOLDS the message in a dialog in its pane ("Held message from another '
+            'session") until someone approves it, and drops it after dialogExpiry (5 minutes by default) — '
+            'unless its crossSessionInbound is "accept".'
+        )
+    elif receiver_mode is not None:
+        lines.append(
+            f"The receiver runs in {receiver_mode} (a prompting mode): by default it delivers the message as a "
+            "new prompt. " + refuse
+        )
+    else:
+        lines.append(
+            "The receiver's permission mode is not known here: a prompting-mode session (acceptEdits, default, "
+            "plan) delivers it; a bypassPermissions session HOLDS it for approval in its pane (and drops it after "
+            "dialogExpiry, 5 minutes by default). " + refuse
+        )
+    return lines
+
+
+@dataclass(frozen=True, slots=True)
+class SendReport:
+    target: Target
+    token: Token
+    result: PostResult
+    fate: tuple[str, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        entry = self.target.entry
+        return {
+            "version": 1,
+            "outcome": "written",
+            "to": self.target.address,
+            "name": self.target.name,
+            "pid": entry.pid if entry is not None else None,
+            "cwd": entry.cwd if entry is not None else None,
+            "socket": self.target.socket_path,
+            "token": self.token.kind.value,
+            "bytes": self.result.bytes_written,
+            "seconds": round(self.result.total_seconds, 6),
+            "fate": list(self.fate),
+        }
+
+
+def send(
+    to: str,
+    text: str,
+    *,
+    cwd: str | None = None,
+    env: Mapping[str, str] | None = None,
+    receiver_mode: str | None = None,
+    timeout: float = POST_TIMEOUT,
+    target: Target | None = None,
+) -> SendReport:
+    """Check the text, find the target, pick the token, build the payload, post it.
+
+    The text is checked (empty, invalid, too large) before the registry is
+    read; the payload is built whole before connecting.
+    """
+    check_text(text)
+    if target is None:
+        target = resolve(to, cwd, env=env)
+    token = choose_token(target, env=env)
+    payload = build_payload(text, token.value)
+    result = post(target.socket_path, payload, timeout)
+    mode = receiver_mode or (target.entry.permission_mode if target.entry is not None else None)
+    return SendReport(target, token, result, tuple(receiver_fate(token, mode)))
+
+
+# -- waiting for idle ------------------------------------------------------------------------
+
+
+def wait_idle(
+    entry: SessionEntry,
+    *,
+    timeout: float | None = None,
+    first_interval: float = 0.2,
+    max_interval: float = 2.0,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+) -> SessionEntry:
+    """Wait until ``entry``'s registry status is ``idle``; return the entry as last read.
+
+    Polls the file's ``stat`` (size, mtime) and parses it only when it changed,
+    starting at ``first_interval`` seconds and growing by half each quiet
+    round up to ``max_interval``; a change starts over at ``first_interval``.
+    The process is checked each round.  Raises :class:`SessionExitedError` when the
+    file goes or the process ends, :class:`WaitTimeoutError` after ``timeout``.
+    """
+    deadline = None if timeout is None else clock() + timeout
+    interval = first_interval
+    last_sig: tuple[int, int] | None = None
+    current = entry
+    while True:
+        try:
+            st = os.stat(entry.path)
+        except FileNotFoundError:
+            raise SessionExitedError(
+                f"session {entry.name or '?'} (pid {entry.pid}) exited: its registry file {entry.path} is gone"
+            ) from None
+        sig = (st.st_size, st.st_mtime_ns)
+        if sig != last_sig:
+            fresh = read_entry(entry.path)
+            if fresh is not None and fresh.pid == entry.pid:
+                current = fresh
+            last_sig = sig
+            interval = first_interval
+        else:
+            interval = min(max_interval, interval * 1.5)
+        liveness = process_liveness(entry.pid, entry.proc_start, entry.pid_domain)
+        if liveness.stale:
+            raise SessionExitedError(
+                f"session {entry.name or '?'} (pid {entry.pid}) exited: process {liveness.value} "
+                f"(its registry file {entry.path} was left behind)"
+            )
+        if current.status == "idle":
+            return current
+        now = clock()
+        if deadline is not None and now >= deadline:
+            status = current.status or "?"
+            if current.waiting_for:
+                status += f" ({current.waiting_for})"
+            raise WaitTimeoutError(
+                f"session {entry.name or '?'} (pid {entry.pid}) is still {status} after {timeout:g} s"
+            )
+        pause = interval if deadline is None else max(0.0, min(interval, deadline - now))
+        sleep(pause)

@@ -1,0 +1,257 @@
+"""``fabrikito send`` against real Claude Code 2.1.316 seats (the stand-in model sees what arrives).
+
+Every send here runs the command itself (``python -m fabrikito send``) in a
+clean environment whose HOME is the seats' HOME, as a hook or a script
+outside the seats would.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fabrikito import bench, inbox
+from fabrikito.bench import SeatFactory
+from fabrikito.standin import Reply, StandIn
+from fabrikito.tmux import Server
+
+pytestmark = pytest.mark.live
+
+HELD_TITLE = "Held message from another session"
+KEEP_ENV = ("PATH", "LANG", "LC_ALL", "TERM", "TMPDIR")
+
+
+def run_cli(
+    home: Path, *args: str, cwd: Path, stdin: str | None = None, extra: Mapping[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    env = {k: os.environ[k] for k in KEEP_ENV if k in os.environ}
+    env.update(HOME=str(home), PYTHONPATH=str(Path(__file__).resolve().parents[2] / "src"))
+    env.update(extra or {})
+    return subprocess.run(
+        [sys.executable, "-m", "fabrikito", *args],
+        cwd=cwd,
+        env=env,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def _nothing_arrived(standin: StandIn, seat: str, text: str, since: int, wait: float = 3.0) -> bool:
+    time.sleep(wait)
+    return not any(text in t for t in [r.last_user_text for r in standin.requests(seat)[since:] if r.is_messages])
+
+
+def test_send_by_name_delivers(seat_factory: SeatFactory, standin: StandIn, claude_home: Path, tmp_path: Path) -> None:
+    seat = seat_factory.start("a", session="fab-send-a")
+    text = f"owner script: build 41 is green ({time.monotonic_ns()})"
+    since = standin.mark()
+    done = run_cli(claude_home, "send", "--to", "fab-send-a", text, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("written:"), done.stdout
+    assert f"pid {seat.pid}" in done.stdout and seat.socket_path in done.stdout
+    assert "auth: peer token" in done.stdout
+    got = standin.wait_for_request("a", text, 30, since=since)
+    assert "Another Claude session sent a message" in got.last_user_text, got.last_user_text
+
+
+def test_send_by_uds_and_from_stdin(
+    seat_factory: SeatFactory, standin: StandIn, claude_home: Path, tmp_path: Path
+) -> None:
+    seat = seat_factory.start("u", session="fab-send-u")
+    text = f"via uds and stdin ({time.monotonic_ns()})"
+    since = standin.mark()
+    done = run_cli(claude_home, "send", "--to", f"uds:{seat.socket_path}", cwd=tmp_path, stdin=text + "\n")
+    assert done.returncode == 0, done.stderr
+    assert "auth: peer token" in done.stdout  # the registry knows this socket, so its key file is used
+    standin.wait_for_request("u", text, 30, since=since)
+
+
+def test_text_arrives_intact(seat_factory: SeatFactory, standin: StandIn, claude_home: Path, tmp_path: Path) -> None:
+    seat_factory.start("t", session="fab-send-t")
+    text = (
+        "quotes \"double\" 'single'\nsecond line\\with\\backslashes\\n not a newline\ttab 🎉 ✓ é "
+        f"({time.monotonic_ns()})"
+    )
+    since = standin.mark()
+    done = run_cli(claude_home, "send", "--to", "fab-send-t", text, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    got = standin.wait_for_request("t", text, 30, since=since)
+    assert text in got.last_user_text
+
+
+def test_same_name_is_ambiguous_and_cwd_picks(
+    tmux_server: Server, seat_factory: SeatFactory, standin: StandIn, claude_home: Path, tmp_path: Path
+) -> None:
+    """Two live sessions answering to one name are refused, candidates listed; --cwd picks one.
+
+    Claude Code 2.1.316 renames a second session started with a name a live
+    one holds (``fab-dup-wise-allen``, ``nameSource: "collision"``), so two
+    sessions share a name only when they start at the same moment (both
+    check before either registers).  Both seats are started at once; when
+    the second was renamed all the same, its registry entry is given the
+    shared name back, the state such a race leaves.
+    """
+    seats = [
+        bench.start_seat(
+            tmux_server,
+            binary=seat_factory.binary,
+            role=role,
+            session="fab-dup",
+            tmux_session=f"fab-dup-{role}",
+            home=claude_home,
+            cwd=seat_factory.root / "work" / role,
+            base_url=standin.base_url(role),
+            wait=False,
+        )
+        for role in ("x1", "x2")
+    ]
+    seat_factory.seats.extend(seats)
+
+    def registered(seat: bench.Seat) -> dict[str, Any] | None:
+        entry = bench.read_registry(seat.registry)
+        if not entry or entry.get("nameSource") not in ("user", "collision"):
+            return None  # the first write holds a derived name; -n is applied just after
+        sock = entry.get("messagingSocketPath")
+        return entry if isinstance(sock, str) and os.path.exists(sock) else None
+
+    entries = [bench.wait_until(partial(registered, seat), 60, what=f"{seat.role} to register") for seat in seats]
+    renamed = [e for e in entries if e.get("name") != "fab-dup"]
+    for entry, seat in zip(entries, seats, strict=True):
+        if entry.get("name") != "fab-dup":
+            assert entry.get("nameSource") == "collision", entry
+            seat.registry.write_text(json.dumps({**entry, "name": "fab-dup"}), encoding="utf-8")
+    print(f"renamed by Claude Code on the collision: {[e.get('name') for e in renamed]}")
+    time.sleep(2)  # let both finish drawing their first screen
+    text = f"to one of two ({time.monotonic_ns()})"
+    since = standin.mark()
+    done = run_cli(claude_home, "send", "--to", "fab-dup", text, cwd=tmp_path)
+    assert done.returncode == inbox.EXIT_AMBIGUOUS, done
+    for seat in seats:
+        assert f"pid {seat.pid}" in done.stderr and str(seat.cwd) in done.stderr, done.stderr
+    assert "--cwd" in done.stderr
+    assert _nothing_arrived(standin, "x1", text, since, wait=0.5)
+    assert _nothing_arrived(standin, "x2", text, since, wait=0.0)
+    done = run_cli(claude_home, "send", "--to", "fab-dup", "--cwd", str(seats[1].cwd), text, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    standin.wait_for_request("x2", text, 30, since=since)
+    assert _nothing_arrived(standin, "x1", text, since, wait=1.0)
+
+
+def test_killed_session_is_stale(
+    seat_factory: SeatFactory, standin: StandIn, claude_home: Path, tmp_path: Path
+) -> None:
+    seat = seat_factory.start("k", session="fab-killed")
+    # The first registry write holds a derived name; wait for the -n name before the kill.
+    bench.wait_until(
+        lambda: (bench.read_registry(seat.registry) or {}).get("name") == "fab-killed",
+        10,
+        what="the registry to hold the session name",
+    )
+    os.kill(seat.pid, signal.SIGKILL)
+    bench.wait_until(lambda: not bench._alive(seat.pid), 10, what="the killed seat to be gone")
+    assert seat.registry.exists(), "kill -9 should leave the registry file behind"
+    done = run_cli(claude_home, "send", "--to", "fab-killed", "anyone there?", cwd=tmp_path)
+    assert done.returncode == inbox.EXIT_STALE, done
+    assert "stale" in done.stderr and f"pid {seat.pid}" in done.stderr and "process dead" in done.stderr
+    done = run_cli(claude_home, "send", "--to", f"uds:{seat.socket_path}", "anyone there?", cwd=tmp_path)
+    assert done.returncode == inbox.EXIT_CONNECT_FAILED, done
+    assert "refused" in done.stderr or "no such socket" in done.stderr, done.stderr
+    listing = run_cli(claude_home, "sessions", "--all", "--json", cwd=tmp_path)
+    (entry,) = [s for s in json.loads(listing.stdout)["sessions"] if s["pid"] == seat.pid]
+    assert entry["stale"] is True
+
+
+def test_too_large_refused_before_connecting(
+    seat_factory: SeatFactory, standin: StandIn, claude_home: Path, tmp_path: Path
+) -> None:
+    seat_factory.start("big", session="fab-big")
+    # A listener of our own stands in for the socket, to see that no connection is made.
+    probe_path = tmp_path / "probe.sock"
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    probe.bind(str(probe_path))
+    probe.listen(1)
+    probe.settimeout(0.5)
+    try:
+        big = "b" * 1_000_001
+        done = run_cli(claude_home, "send", "--to", f"uds:{probe_path}", "-", cwd=tmp_path, stdin=big)
+        assert done.returncode == inbox.EXIT_TOO_LARGE, done.stderr
+        assert "1,000,001" in done.stderr and "nothing was sent" in done.stderr
+        with pytest.raises(TimeoutError):
+            probe.accept()
+    finally:
+        probe.close()
+    since = standin.mark()
+    done = run_cli(claude_home, "send", "--to", "fab-big", "-", cwd=tmp_path, stdin="c" * 1_000_001)
+    assert done.returncode == inbox.EXIT_TOO_LARGE
+    assert _nothing_arrived(standin, "big", "c" * 1000, since, wait=2.0)
+    # Exactly at the limit: sent, and Claude Code takes it.
+    marker = f"limit ({time.monotonic_ns()}) "
+    at_limit = marker + "d" * (1_000_000 - len(marker))
+    done = run_cli(claude_home, "send", "--to", "fab-big", "-", cwd=tmp_path, stdin=at_limit)
+    assert done.returncode == 0, done.stderr
+    standin.wait_for_request("big", marker, 60, since=since)
+
+
+def test_bypass_receiver_holds_and_command_says_so(
+    tmux_server: Server, seat_factory: SeatFactory, standin: StandIn, claude_home: Path, tmp_path: Path
+) -> None:
+    seat = seat_factory.start("byp", session="fab-byp", permission_mode="bypassPermissions")
+    team_dir = tmp_path / "team"
+    team_dir.mkdir()
+    (team_dir / "team.toml").write_text(
+        'name = "live"\n\n[[seat]]\nrole = "byp"\nsession = "fab-byp"\npermission_mode = "bypassPermissions"\n',
+        encoding="utf-8",
+    )
+    # The dialog shows a sanitized preview (it dropped the parentheses of "(123)"): plain words and digits only.
+    text = f"held please {time.monotonic_ns()}"
+    since = standin.mark()
+    done = run_cli(claude_home, "send", "--to", "byp", text, cwd=team_dir, extra={"TEAM_ROLE": "live-test"})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("written:"), done.stdout
+    assert "bypassPermissions" in done.stdout and "HOLDS" in done.stdout, done.stdout
+
+    def held() -> str | None:
+        screen = tmux_server.capture(seat.pane)
+        return screen if HELD_TITLE in screen and text in screen else None
+
+    screen = bench.wait_until(held, 30, what="the held-message dialog", describe=lambda: tmux_server.capture(seat.pane))
+    assert text in screen
+    assert "did not attest its permission mode" in screen
+    assert _nothing_arrived(standin, "byp", text, since, wait=1.0)
+    entry = json.loads(seat.registry.read_text())
+    assert entry.get("status") == "waiting" and entry.get("waitingFor") == "permission prompt", entry
+    (line,) = (team_dir / ".state" / "live" / "messages.log").read_text(encoding="utf-8").splitlines()
+    assert line.split("\t")[1:] == ["live-test", "byp", "sent", text]
+
+
+def test_wait_idle(seat_factory: SeatFactory, standin: StandIn, claude_home: Path, tmp_path: Path) -> None:
+    seat_factory.start("w", session="fab-wait")
+    done = run_cli(claude_home, "wait-idle", "fab-wait", "--timeout", "10", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    text = f"take your time ({time.monotonic_ns()})"
+    standin.on(text, Reply(text="done thinking", delay=4.0), seat="w")
+    since = standin.mark()
+    sent = run_cli(claude_home, "send", "--to", "fab-wait", text, cwd=tmp_path)
+    assert sent.returncode == 0, sent.stderr
+    standin.wait_for_request("w", text, 30, since=since)
+    t0 = time.monotonic()
+    quick = run_cli(claude_home, "wait-idle", "fab-wait", "--timeout", "1", cwd=tmp_path)
+    assert quick.returncode == inbox.EXIT_WAIT_TIMEOUT, quick
+    assert "busy" in quick.stderr
+    done = run_cli(claude_home, "wait-idle", "fab-wait", "--timeout", "30", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert time.monotonic() - t0 < 15

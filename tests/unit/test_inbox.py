@@ -1,0 +1,749 @@
+"""The inbox client and its commands: discovery, token choice, payload, post, wait-idle, the CLI.
+
+No mocks: registry files are the recorded 2.1.316 examples rewritten into a
+temporary config directory with pids of real processes (this one, a process
+that has exited), and the inbox is a real listening AF_UNIX socket.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from fabrikito import cli, inbox, inbox_protocol, send
+
+RECORDED = Path("/work/shared/claude-code-2.1.316")
+
+
+def _recorded_registry() -> dict[str, dict[str, Any]]:
+    path = RECORDED / "registry-examples.json"
+    if path.exists():
+        data = json.loads(path.read_text(encoding="utf-8"))
+        return {k: dict(v) for k, v in data.items()}
+    # The shape of seat-a in registry-examples.json, for a checkout without the recordings.
+    base = {
+        "pid": 7855,
+        "sessionId": "31c64ba6-c9f7-430e-aa4f-7387a8a11526",
+        "cwd": "/scratch0/w/a",
+        "startedAt": 1796044159633,
+        "procStart": "38911",
+        "version": "2.1.316",
+        "peerProtocol": 1,
+        "kind": "interactive",
+        "entrypoint": "cli",
+        "pidDomain": "linux:3d1219c7c4c5404aaa1f6d2a48adfda4:pid:[4026531836]",
+        "tmux": "s120:@0.%0",
+        "messagingSocketPath": "/tmp/cc-socks/7855.sock",
+        "name": "seat-a",
+        "nameSource": "user",
+        "status": "idle",
+        "updatedAt": 1796046550468,
+    }
+    return {"seat-a": base}
+
+
+def _own_start() -> str:
+    raw = Path(f"/proc/{os.getpid()}/stat").read_text()
+    return raw.rpartition(")")[2].split()[19]
+
+
+def _dead_pid() -> int:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+class Registry:
+    """A config directory with a ``sessions/`` folder, filled from the recorded examples."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.sessions = root / "sessions"
+        self.sessions.mkdir(parents=True)
+        self.env = {"CLAUDE_CONFIG_DIR": str(root), "HOME": str(root.parent)}
+        self.recorded = _recorded_registry()
+
+    def add(
+        self,
+        name: str,
+        *,
+        pid: int | None = None,
+        cwd: str = "/work/a",
+        socket_path: str | None = None,
+        proc_start: str | None = None,
+        status: str = "idle",
+        peer_token: str | None = "ab" * 16,
+        template: str = "seat-a",
+        **extra: Any,
+    ) -> dict[str, Any]:
+        data = dict(self.recorded.get(template) or next(iter(self.recorded.values())))
+        pid = os.getpid() if pid is None else pid
+        data.update(
+            pid=pid,
+            name=name,
+            cwd=cwd,
+            status=status,
+            procStart=_own_start() if proc_start is None else proc_start,
+            messagingSocketPath=socket_path or f"/tmp/cc-socks/{pid}-{name}.sock",
+        )
+        own = inbox.own_pid_domain()
+        if own is not None:
+            data["pidDomain"] = own
+        data.update(extra)
+        data = {k: v for k, v in data.items() if v is not None}
+        # Claude Code names the file by pid; tests with two entries for one pid add a suffix.
+        path = self.sessions / f"{pid}.json"
+        if path.exists():
+            path = self.sessions / f"{pid}-{name}.json"
+        path.write_text(json.dumps(data), encoding="utf-8")
+        if peer_token is not None and data.get("messagingSocketPath"):
+            key = inbox.key_path(self.sessions, pid, data["messagingSocketPath"])
+            key.write_text(json.dumps({"peerToken": peer_token, "procStart": data["procStart"]}), encoding="utf-8")
+        return data
+
+    def entries(self) -> list[inbox.SessionEntry]:
+        return inbox.list_sessions(self.env)
+
+
+@pytest.fixture
+def registry(tmp_path: Path) -> Registry:
+    return Registry(tmp_path / "claude")
+
+
+class Listener:
+    """A listening AF_UNIX socket that records every connection's bytes."""
+
+    def __init__(self, path: Path, *, read: bool = True) -> None:
+        self.path = path
+        self.read = read
+        self.received: list[bytes] = []
+        self.server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.server.bind(str(path))
+        self.server.listen(8)
+        self.server.settimeout(0.2)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                conn, _ = self.server.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            if not self.read:
+                self._held = conn
+                continue
+            with conn:
+                chunks = []
+                while True:
+                    chunk = conn.recv(1 << 16)
+                    if not chunk:
+                        break
+                    chunks.append(chunk)
+                self.received.append(b"".join(chunks))
+
+    def wait(self, count: int = 1, timeout: float = 5.0) -> list[bytes]:
+        deadline = time.monotonic() + timeout
+        while len(self.received) < count and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return self.received
+
+    def close(self) -> None:
+        self._stop.set()
+        self.server.close()
+        self._thread.join(2)
+
+
+@pytest.fixture
+def listener(tmp_path: Path) -> Iterator[Listener]:
+    sock = Listener(tmp_path / "inbox.sock")
+    yield sock
+    sock.close()
+
+
+# -- config directory and registry ------------------------------------------------------------
+
+
+def test_config_dir_prefers_claude_config_dir(tmp_path: Path) -> None:
+    assert inbox.config_dir({"CLAUDE_CONFIG_DIR": str(tmp_path / "cfg"), "HOME": "/h"}) == tmp_path / "cfg"
+    assert inbox.config_dir({"HOME": "/h"}) == Path("/h/.claude")
+    assert inbox.config_dir({"CLAUDE_CONFIG_DIR": "", "HOME": "/h"}) == Path("/h/.claude")
+
+
+def test_key_file_names_match_the_recorded_ones() -> None:
+    path = RECORDED / "registry-key-file-examples.json"
+    if not path.exists():
+        pytest.skip("recordings not present")
+    for example in json.loads(path.read_text(encoding="utf-8")):
+        pid = int(example["file"].split(".")[0])
+        name = inbox.key_path(Path("/x"), pid, f"/tmp/cc-socks/{pid}.sock").name
+        assert name == example["file"]
+
+
+def test_recorded_registry_parses_every_field(registry: Registry) -> None:
+    for template, data in registry.recorded.items():
+        entry = inbox.parse_entry(Path(f"/x/{data['pid']}.json"), data)
+        assert entry is not None
+        assert entry.name == template
+        assert entry.pid == data["pid"]
+        assert entry.socket_path == data["messagingSocketPath"]
+        assert entry.cwd == data["cwd"]
+        assert entry.tmux == data["tmux"]
+        assert entry.status == data["status"]
+        assert entry.proc_start == data["procStart"]
+        assert entry.permission_mode is None  # 2.1.316 records none
+
+
+def test_liveness_alive_dead_reused(registry: Registry) -> None:
+    registry.add("me")
+    registry.add("gone", pid=_dead_pid())
+    registry.add("reused", pid=os.getpid(), proc_start="1")
+    by_name = {e.name: e for e in registry.entries()}
+    assert by_name["me"].liveness is inbox.Liveness.ALIVE
+    assert by_name["gone"].liveness is inbox.Liveness.DEAD
+    assert by_name["reused"].liveness is inbox.Liveness.REUSED
+    assert by_name["gone"].stale and by_name["reused"].stale and not by_name["me"].stale
+
+
+def test_other_pid_domain_cannot_be_checked(registry: Registry) -> None:
+    registry.add("far", pid=_dead_pid(), pidDomain="linux:0000:pid:[1]")
+    (entry,) = registry.entries()
+    assert entry.liveness is inbox.Liveness.UNKNOWN
+    assert not entry.stale
+
+
+def test_unreadable_files_are_skipped(registry: Registry) -> None:
+    registry.add("ok")
+    (registry.sessions / "999.json").write_text("{not json", encoding="utf-8")
+    (registry.sessions / "998.json").write_text("[1, 2]", encoding="utf-8")
+    (registry.sessions / "997.json").write_text('{"name": "no pid"}', encoding="utf-8")
+    assert [e.name for e in registry.entries()] == ["ok"]
+
+
+def test_missing_sessions_dir_is_empty(tmp_path: Path) -> None:
+    assert inbox.list_sessions({"CLAUDE_CONFIG_DIR": str(tmp_path / "nothing")}) == []
+
+
+# -- find -----------------------------------------------------------------------------------
+
+
+def test_find_by_name(registry: Registry) -> None:
+    registry.add("seat-a", cwd="/w/a")
+    registry.add("seat-b", cwd="/w/b", pid=os.getppid(), proc_start=None)
+    entry = inbox.find("seat-a", env=registry.env)
+    assert entry.name == "seat-a"
+    assert entry.cwd == "/w/a"
+
+
+def test_find_ambiguous_lists_candidates(registry: Registry) -> None:
+    registry.add("dup", cwd="/w/one", socket_path="/tmp/cc-socks/1.sock")
+    registry.add("dup", cwd="/w/two", socket_path="/tmp/cc-socks/2.sock")
+    with pytest.raises(inbox.AmbiguousError) as caught:
+        inbox.find("dup", env=registry.env)
+    err = caught.value
+    assert err.exit_code == inbox.EXIT_AMBIGUOUS
+    assert len(err.candidates) == 2
+    for part in ("/w/one", "/w/two", f"pid {os.getpid()}", "status idle", "--cwd"):
+        assert part in err.message
+    assert inbox.find("dup", "/w/two", env=registry.env).socket_path == "/tmp/cc-socks/2.sock"
+
+
+def test_find_by_cwd_compares_resolved_directories(registry: Registry, tmp_path: Path) -> None:
+    real = tmp_path / "real"
+    real.mkdir()
+    link = tmp_path / "link"
+    link.symlink_to(real)
+    registry.add("dup", cwd=str(real), socket_path="/tmp/cc-socks/1.sock")
+    registry.add("dup", cwd="/w/two", socket_path="/tmp/cc-socks/2.sock")
+    assert inbox.find("dup", str(link), env=registry.env).cwd == str(real)
+    assert inbox.find("dup", str(real) + "/", env=registry.env).cwd == str(real)
+
+
+def test_find_stale_is_reported_not_trusted(registry: Registry) -> None:
+    dead = _dead_pid()
+    registry.add("ghost", pid=dead, cwd="/w/g")
+    with pytest.raises(inbox.StaleError) as caught:
+        inbox.find("ghost", env=registry.env)
+    assert caught.value.exit_code == inbox.EXIT_STALE
+    assert f"pid {dead}" in caught.value.message
+    assert "process dead" in caught.value.message
+    assert [c.pid for c in caught.value.candidates] == [dead]
+
+
+def test_find_prefers_the_live_one_over_a_stale_namesake(registry: Registry) -> None:
+    registry.add("seat", pid=_dead_pid(), cwd="/w/old")
+    registry.add("seat", cwd="/w/new")
+    assert inbox.find("seat", env=registry.env).cwd == "/w/new"
+
+
+def test_find_no_such_session_names_the_live_ones(registry: Registry) -> None:
+    registry.add("seat-a")
+    with pytest.raises(inbox.NoSuchSessionError) as caught:
+        inbox.find("seat-z", env=registry.env)
+    assert caught.value.exit_code == inbox.EXIT_NO_SUCH_SESSION
+    assert "seat-a" in caught.value.message
+    with pytest.raises(inbox.NoSuchSessionError, match="other directories"):
+        inbox.find("seat-a", "/elsewhere", env=registry.env)
+
+
+def test_find_session_without_socket(registry: Registry) -> None:
+    registry.add("bare", messagingSocketPath=None, peer_token=None)
+    data = json.loads((registry.sessions / f"{os.getpid()}.json").read_text())
+    data.pop("messagingSocketPath", None)
+    (registry.sessions / f"{os.getpid()}.json").write_text(json.dumps(data))
+    with pytest.raises(inbox.NoSuchSessionError, match="no inbox socket"):
+        inbox.find("bare", env=registry.env)
+
+
+def test_resolve_uds_address(registry: Registry) -> None:
+    registry.add("seat-a", socket_path="/tmp/cc-socks/77.sock")
+    target = inbox.resolve("uds:/tmp/cc-socks/77.sock", env=registry.env)
+    assert target.socket_path == "/tmp/cc-socks/77.sock"
+    assert target.entry is not None and target.entry.name == "seat-a"
+    other = inbox.resolve("uds:/tmp/elsewhere.sock", env=registry.env)
+    assert other.entry is None
+    with pytest.raises(inbox.InvalidMessageError):
+        inbox.resolve("uds:relative.sock", env=registry.env)
+
+
+# -- tokens ----------------------------------------------------------------------------------
+
+
+def _target(registry: Registry, name: str) -> inbox.Target:
+    return inbox.resolve(name, env=registry.env)
+
+
+def test_peer_token_from_key_file(registry: Registry) -> None:
+    registry.add("seat-a", peer_token="11" * 16)
+    token = inbox.choose_token(_target(registry, "seat-a"), env=registry.env)
+    assert token.kind is inbox.TokenKind.PEER
+    assert token.value == "11" * 16
+    assert "11" * 16 not in repr(token)
+
+
+def test_child_token_needs_matching_socket_and_ancestry(registry: Registry) -> None:
+    data = registry.add("parent", pid=os.getppid(), proc_start=None, peer_token="22" * 16)
+    # procStart of the parent, so the entry is alive.
+    raw = Path(f"/proc/{os.getppid()}/stat").read_text().rpartition(")")[2].split()[19]
+    data["procStart"] = raw
+    (registry.sessions / f"{os.getppid()}.json").write_text(json.dumps(data))
+    key = inbox.key_path(registry.sessions, os.getppid(), data["messagingSocketPath"])
+    key.write_text(json.dumps({"peerToken": "22" * 16, "procStart": raw}))
+    target = _target(registry, "parent")
+    env = {
+        **registry.env,
+        inbox.ENV_SOCKET: data["messagingSocketPath"],
+        inbox.ENV_TOKEN: "cc" * 16,
+    }
+    token = inbox.choose_token(target, env=env)
+    assert token.kind is inbox.TokenKind.CHILD and token.value == "cc" * 16
+    # Another socket in the environment: the peer token.
+    other = {**env, inbox.ENV_SOCKET: "/tmp/cc-socks/other.sock"}
+    assert inbox.choose_token(target, env=other).kind is inbox.TokenKind.PEER
+    # The right socket, but this process is not the session's descendant: the peer token.
+    not_child = inbox.choose_token(target, env=env, ancestor=lambda pid: False)
+    assert not_child.kind is inbox.TokenKind.PEER and not_child.value == "22" * 16
+
+
+def test_is_ancestor() -> None:
+    assert inbox.is_ancestor(os.getppid()) is True
+    assert inbox.is_ancestor(_dead_pid()) is False
+
+
+def test_key_file_is_found_by_the_path_as_recorded_not_resolved(registry: Registry, tmp_path: Path) -> None:
+    real = tmp_path / "private-tmp"
+    real.mkdir()
+    alias = tmp_path / "tmp"
+    alias.symlink_to(real)
+    recorded = f"{alias}/5.sock"
+    registry.add("seat-a", socket_path=recorded, peer_token="33" * 16)
+    expected = hashlib.sha256(recorded.encode()).hexdigest()
+    assert any(p.name.endswith(f".{expected}.key") for p in registry.sessions.iterdir())
+    token = inbox.choose_token(_target(registry, "seat-a"), env=registry.env)
+    assert token.value == "33" * 16
+
+
+def test_key_file_of_another_process_is_not_used(registry: Registry) -> None:
+    data = registry.add("seat-a", peer_token=None)
+    key = inbox.key_path(registry.sessions, os.getpid(), data["messagingSocketPath"])
+    key.write_text(json.dumps({"peerToken": "44" * 16, "procStart": "1"}))
+    token = inbox.choose_token(_target(registry, "seat-a"), env=registry.env)
+    assert token.kind is inbox.TokenKind.NONE
+
+
+def test_no_key_file_means_no_token(registry: Registry) -> None:
+    registry.add("seat-a", peer_token=None)
+    token = inbox.choose_token(_target(registry, "seat-a"), env=registry.env)
+    assert token.kind is inbox.TokenKind.NONE and token.value is None
+
+
+# -- payload -----------------------------------------------------------------------------------
+
+
+def test_payload_is_auth_line_then_user_line() -> None:
+    payload = inbox.build_payload('he said "hi"\nC:\\path ✓ 🎉', "ab" * 16)
+    first, second, tail = payload.split(b"\n")
+    assert tail == b""
+    assert json.loads(first) == {"type": "auth", "token": "ab" * 16}
+    assert json.loads(second) == {
+        "type": "user",
+        "message": {"role": "user", "content": 'he said "hi"\nC:\\path ✓ 🎉'},
+    }
+    assert inbox_protocol.decode(payload) == [
+        inbox_protocol.AuthLine("ab" * 16),
+        inbox_protocol.UserLine('he said "hi"\nC:\\path ✓ 🎉'),
+    ]
+
+
+def test_payload_without_token_has_no_auth_line() -> None:
+    payload = inbox.build_payload("hello", None)
+    assert payload.count(b"\n") == 1
+    assert json.loads(payload)["type"] == "user"
+
+
+@given(st.text(min_size=1).filter(lambda t: bool(t.strip())))
+def test_any_text_round_trips_on_one_line(text: str) -> None:
+    payload = inbox.build_payload(text, "ab" * 16)
+    payload.decode("utf-8")  # valid UTF-8
+    assert payload.count(b"\n") == 2
+    lines = inbox_protocol.decode(payload)
+    assert lines[1] == inbox_protocol.UserLine(text)
+
+
+@pytest.mark.parametrize("text", ["", " ", "\n\t \n"])
+def test_empty_message_is_refused(text: str) -> None:
+    with pytest.raises(inbox.InvalidMessageError) as caught:
+        inbox.build_payload(text, None)
+    assert caught.value.exit_code == 2
+
+
+@pytest.mark.parametrize("text", ["a\ud800b", "\udcff", "x\udc80"])
+def test_lone_surrogate_is_refused(text: str) -> None:
+    with pytest.raises(inbox.InvalidMessageError, match="surrogate"):
+        inbox.build_payload(text, None)
+
+
+def test_size_limit_rule() -> None:
+    limit = inbox_protocol.MAX_SERIALIZED_CHARS
+    assert limit == 1_000_000
+    inbox.check_text("a" * limit)  # a plain million characters: delivered by 2.1.316
+    with pytest.raises(inbox.TooLargeError) as caught:
+        inbox.check_text("a" * (limit + 1))
+    assert caught.value.exit_code == inbox.EXIT_TOO_LARGE
+    assert "1,000,001" in caught.value.message
+    inbox.check_text("x\n" * (limit // 3))  # each newline serializes to two characters
+    with pytest.raises(inbox.TooLargeError):
+        inbox.check_text("x\n" * (limit // 3) + "\n")
+    inbox.check_text("🎉" * (limit // 2))  # two UTF-16 units each
+    with pytest.raises(inbox.TooLargeError):
+        inbox.check_text("🎉" * (limit // 2) + "a")
+
+
+def test_decode_rejects_bad_lines() -> None:
+    for bad in (b"\xff\n", b"not json", b"[1]", b'{"type":"x"}', b'{"type":"auth"}', b'{"type":"user","message":{}}'):
+        with pytest.raises(inbox_protocol.ProtocolError):
+            inbox_protocol.decode_line(bad)
+    with pytest.raises(inbox_protocol.ProtocolError, match="incomplete"):
+        inbox_protocol.decode(b'{"type":"auth","token":"x"}')
+
+
+def test_decode_reads_the_sniffed_peer_line() -> None:
+    path = RECORDED / "peer-wire-format-sniffed.jsonl"
+    if not path.exists():
+        pytest.skip("recordings not present")
+    chunk = json.loads(path.read_text(encoding="utf-8").splitlines()[0])["chunk"]
+    (line,) = inbox_protocol.decode(chunk.encode())
+    assert isinstance(line, inbox_protocol.UserLine)
+    assert line.sender == "uds:/tmp/cc-socks/7855.sock"
+    assert line.priority == "next" and line.version == 1 and line.msg_id
+    assert "hello sniffer" in line.content
+
+
+# -- post and send ------------------------------------------------------------------------------
+
+
+def test_post_writes_the_payload(listener: Listener) -> None:
+    payload = inbox.build_payload("hi there", "ab" * 16)
+    result = inbox.post(str(listener.path), payload)
+    assert result.bytes_written == len(payload)
+    assert listener.wait() == [payload]
+
+
+def test_post_to_missing_socket(tmp_path: Path) -> None:
+    with pytest.raises(inbox.ConnectFailedError, match="no such socket") as caught:
+        inbox.post(str(tmp_path / "none.sock"), b"x\n")
+    assert caught.value.exit_code == inbox.EXIT_CONNECT_FAILED
+
+
+def test_post_to_socket_nobody_listens_on(tmp_path: Path) -> None:
+    path = tmp_path / "stale.sock"
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.bind(str(path))
+    s.close()  # the file remains, nobody listens: what kill -9 leaves
+    with pytest.raises(inbox.ConnectFailedError, match="refused"):
+        inbox.post(str(path), b"x\n")
+
+
+def test_post_to_receiver_that_never_reads(tmp_path: Path) -> None:
+    slow = Listener(tmp_path / "slow.sock", read=False)
+    try:
+        payload = inbox.build_payload("x" * 900_000, None)
+        with pytest.raises(inbox.WriteFailedError, match="not sent") as caught:
+            inbox.post(str(slow.path), payload, timeout=0.5)
+        assert caught.value.exit_code == inbox.EXIT_WRITE_FAILED
+    finally:
+        slow.close()
+
+
+def test_send_by_name(registry: Registry, listener: Listener) -> None:
+    registry.add("seat-a", socket_path=str(listener.path), peer_token="55" * 16)
+    report = inbox.send("seat-a", "hello from a test", env=registry.env)
+    assert report.token.kind is inbox.TokenKind.PEER
+    (got,) = listener.wait()
+    assert inbox_protocol.decode(got) == [
+        inbox_protocol.AuthLine("55" * 16),
+        inbox_protocol.UserLine("hello from a test"),
+    ]
+    assert "not yet known to be read" in report.fate[0]
+    assert report.to_json()["outcome"] == "written"
+
+
+def test_too_large_is_refused_before_connecting(registry: Registry, listener: Listener) -> None:
+    registry.add("seat-a", socket_path=str(listener.path))
+    with pytest.raises(inbox.TooLargeError):
+        inbox.send("seat-a", "y" * 1_000_001, env=registry.env)
+    time.sleep(0.3)
+    assert listener.received == []
+
+
+def test_fate_for_a_bypass_receiver_says_held() -> None:
+    peer = inbox.Token(inbox.TokenKind.PEER, "x", "test")
+    assert "HOLDS" in " ".join(inbox.receiver_fate(peer, "bypassPermissions"))
+    assert "delivers" in " ".join(inbox.receiver_fate(peer, "acceptEdits"))
+    unknown = " ".join(inbox.receiver_fate(peer, None))
+    assert "HOLDS" in unknown and "delivers" in unknown
+    child = inbox.Token(inbox.TokenKind.CHILD, "x", "test")
+    assert "own child" in " ".join(inbox.receiver_fate(child, "bypassPermissions"))
+
+
+# -- wait-idle -------------------------------------------------------------------------------------
+
+
+def _set_status(path: Path, status: str) -> None:
+    data = json.loads(path.read_text())
+    data["status"] = status
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data))
+    tmp.replace(path)
+
+
+def test_wait_idle_returns_when_idle(registry: Registry) -> None:
+    registry.add("seat-a", status="busy")
+    (entry,) = registry.entries()
+    timer = threading.Timer(0.4, _set_status, (entry.path, "idle"))
+    timer.start()
+    t0 = time.monotonic()
+    final = inbox.wait_idle(entry, timeout=10)
+    assert final.status == "idle"
+    assert 0.3 < time.monotonic() - t0 < 3
+
+
+def test_wait_idle_times_out_and_backs_off(registry: Registry) -> None:
+    registry.add("seat-a", status="waiting", waitingFor="permission prompt")
+    (entry,) = registry.entries()
+    pauses: list[float] = []
+    now = [0.0]
+
+    def fake_sleep(s: float) -> None:
+        pauses.append(s)
+        now[0] += s
+
+    with pytest.raises(inbox.WaitTimeoutError, match="waiting \\(permission prompt\\)") as caught:
+        inbox.wait_idle(entry, timeout=20, sleep=fake_sleep, clock=lambda: now[0])
+    assert caught.value.exit_code == inbox.EXIT_WAIT_TIMEOUT
+    assert pauses[0] == pytest.approx(0.2)
+    assert max(pauses) == pytest.approx(2.0)
+    assert len(pauses) < 20
+
+
+def test_wait_idle_session_exits(registry: Registry) -> None:
+    registry.add("seat-a", status="busy")
+    (entry,) = registry.entries()
+    threading.Timer(0.3, entry.path.unlink).start()
+    with pytest.raises(inbox.SessionExitedError) as caught:
+        inbox.wait_idle(entry, timeout=10)
+    assert caught.value.exit_code == inbox.EXIT_SESSION_EXITED
+
+
+def test_wait_idle_process_gone(registry: Registry) -> None:
+    registry.add("seat-a", status="busy")
+    (entry,) = registry.entries()
+    gone = inbox.SessionEntry(**{**_fields(entry), "pid": _dead_pid()})
+    with pytest.raises(inbox.SessionExitedError, match="left behind"):
+        inbox.wait_idle(gone, timeout=5)
+
+
+def _fields(entry: inbox.SessionEntry) -> dict[str, Any]:
+    return {name: getattr(entry, name) for name in inbox.SessionEntry.__slots__}
+
+
+# -- the commands ------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def cli_registry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Registry:
+    reg = Registry(tmp_path / "claude")
+    for name in ("TEAM_ROLE", "CLAUDECODE", inbox.ENV_SOCKET, inbox.ENV_TOKEN):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(reg.root))
+    monkeypatch.chdir(tmp_path)
+    return reg
+
+
+def _team(tmp_path: Path, *, sec: bool = False) -> Path:
+    seats = ['[[seat]]\nrole = "em"\nsession = "acme-em"\npermission_mode = "acceptEdits"\n']
+    seats.append('[[seat]]\nrole = "dev"\nsession = "acme-dev"\npermission_mode = "bypassPermissions"\n')
+    if sec:
+        seats.append('[[seat]]\nrole = "sec"\nsession = "acme-sec"\npermission_mode = "acceptEdits"\n')
+    path = tmp_path / "team.toml"
+    path.write_text('name = "acme"\n\n' + "\n".join(seats), encoding="utf-8")
+    return path
+
+
+def test_help_lists_exit_codes(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        cli.main(["send", "--help"])
+    out = capsys.readouterr().out
+    assert "7   too large" in out
+    assert send._epilog() == inbox.EXIT_CODES_HELP
+
+
+def test_cli_send_by_name(cli_registry: Registry, listener: Listener, capsys: pytest.CaptureFixture[str]) -> None:
+    cli_registry.add("seat-a", socket_path=str(listener.path))
+    assert cli.main(["send", "--to", "seat-a", 'say "hi"\\n ✓']) == 0
+    (got,) = listener.wait()
+    assert inbox_protocol.decode(got)[-1] == inbox_protocol.UserLine('say "hi"\\n ✓')
+    out = capsys.readouterr().out
+    assert out.startswith("written:")
+    assert "not delivered" in out
+
+
+def test_send_from_stdin(cli_registry: Registry, listener: Listener, monkeypatch: pytest.MonkeyPatch) -> None:
+    cli_registry.add("seat-a", socket_path=str(listener.path))
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(b"line one\nline two\n")))
+    assert cli.main(["send", "--to", "seat-a", "--json"]) == 0
+    (got,) = listener.wait()
+    assert inbox_protocol.decode(got)[-1] == inbox_protocol.UserLine("line one\nline two")
+
+
+def test_send_exit_codes(cli_registry: Registry, listener: Listener, capsys: pytest.CaptureFixture[str]) -> None:
+    cli_registry.add("dup", cwd="/w/1", socket_path=str(listener.path))
+    cli_registry.add("dup", cwd="/w/2", socket_path=str(listener.path))
+    cli_registry.add("ghost", pid=_dead_pid())
+    assert cli.main(["send", "--to", "nobody", "hi"]) == inbox.EXIT_NO_SUCH_SESSION
+    assert cli.main(["send", "--to", "dup", "hi"]) == inbox.EXIT_AMBIGUOUS
+    err = capsys.readouterr().err
+    assert "/w/1" in err and "/w/2" in err
+    assert cli.main(["send", "--to", "ghost", "hi"]) == inbox.EXIT_STALE
+    assert cli.main(["send", "--to", "dup", "--cwd", "/w/1", "x" * 1_000_001]) == inbox.EXIT_TOO_LARGE
+    assert cli.main(["send", "--to", "dup", "--cwd", "/w/1", "  "]) == 2
+    assert cli.main(["send", "--to", "uds:/nonexistent/x.sock", "hi"]) == inbox.EXIT_CONNECT_FAILED
+    assert listener.received == []
+    assert cli.main(["send", "--to", "dup", "--cwd", "/w/2", "hi"]) == 0
+    assert len(listener.wait()) == 1
+
+
+def test_sessions_lists_live_ones(cli_registry: Registry, capsys: pytest.CaptureFixture[str]) -> None:
+    cli_registry.add("seat-a", cwd="/w/a")
+    cli_registry.add("ghost", pid=_dead_pid())
+    assert cli.main(["sessions", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["version"] == 1
+    assert [s["name"] for s in data["sessions"]] == ["seat-a"]
+    assert cli.main(["sessions", "--all"]) == 0
+    out = capsys.readouterr().out
+    assert "seat-a" in out and "ghost" in out and "STALE" in out
+
+
+def test_wait_idle_cli(cli_registry: Registry) -> None:
+    cli_registry.add("seat-a", status="idle")
+    cli_registry.add("seat-b", status="busy", pid=os.getppid(), proc_start=None, template="seat-a")
+    assert cli.main(["wait-idle", "seat-a"]) == 0
+    assert cli.main(["wait-idle", "seat-x"]) == inbox.EXIT_NO_SUCH_SESSION
+
+
+def test_sender_of() -> None:
+    team = None
+    assert send.sender_of(team, {}) == "owner"
+    assert send.sender_of(team, {"TEAM_ROLE": "live-test"}) == "live-test"
+    assert send.sender_of(team, {"TEAM_ROLE": "em"}) == "?"
+    assert send.sender_of(team, {"CLAUDECODE": "1"}) == "?"
+
+
+def test_send_to_role_is_logged(
+    cli_registry: Registry, listener: Listener, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _team(tmp_path, sec=True)
+    cli_registry.add("acme-dev", socket_path=str(listener.path))
+    assert cli.main(["send", "--to", "dev", "tab\there"]) == 0
+    out = capsys.readouterr().out
+    assert "bypassPermissions" in out and "HOLDS" in out
+    assert cli.main(["send", "--to", "em", "to em"]) == inbox.EXIT_NO_SUCH_SESSION
+    assert cli.main(["send", "--to", "sec", "secret point"]) == inbox.EXIT_NO_SUCH_SESSION
+    lines = (tmp_path / ".state" / "acme" / "messages.log").read_text().splitlines()
+    fields = [line.split("\t") for line in lines]
+    assert [f[1:] for f in fields] == [
+        ["owner", "dev", "sent", "tab\\there"],
+        ["owner", "em", "NOT-SENT", "to em"],
+        ["owner", "sec", "NOT-SENT", "[body not logged: sec]"],
+    ]
+
+
+def test_send_outside_the_team_is_not_logged(cli_registry: Registry, listener: Listener, tmp_path: Path) -> None:
+    _team(tmp_path)
+    cli_registry.add("stranger", socket_path=str(listener.path))
+    assert cli.main(["send", "--to", "stranger", "hello"]) == 0
+    assert not (tmp_path / ".state" / "acme" / "messages.log").exists()
+
+
+def test_send_from_a_seat_is_logged(
+    cli_registry: Registry, listener: Listener, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _team(tmp_path)
+    monkeypatch.setenv("TEAM_ROLE", "em")
+    cli_registry.add("stranger", socket_path=str(listener.path))
+    assert cli.main(["send", "--to", "stranger", "hello"]) == 0
+    (line,) = (tmp_path / ".state" / "acme" / "messages.log").read_text().splitlines()
+    assert line.split("\t")[1:] == ["em", "stranger", "sent", "hello"]
+
+
+def test_log_that_cannot_be_written_exits_1(
+    cli_registry: Registry, listener: Listener, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _team(tmp_path)
+    state = tmp_path / ".state" / "acme"
+    state.mkdir(parents=True)
+    (tmp_path / "elsewhere").write_text("")
+    (state / "messages.log").symlink_to(tmp_path / "elsewhere")
+    cli_registry.add("acme-dev", socket_path=str(listener.path))
+    assert cli.main(["send", "--to", "dev", "hello"]) == 1
+    assert len(listener.wait()) == 1
+    err = capsys.readouterr().err
+    assert "WAS written" in err and "do not send it again" in err
