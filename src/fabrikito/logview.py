@@ -1,0 +1,280 @@
+"""``fabrikito log``: the message log read back for people.
+
+Each line is decoded (:func:`fabrikito.msglog.parse_line`) and shown as time,
+sender → recipient, outcome and message in aligned columns.  The message is
+shown as text, its newlines as indented continuation lines; a control code, a
+bidi override or a byte that is not UTF-8 is still shown as ``\\xHH``, so the
+log can never drive the terminal.  A torn or foreign line is shown as such,
+with its reason, and is never hidden by a filter (nothing says who wrote it).
+
+``--json`` prints ``{"version": 1, "records": [...]}``; with ``--follow`` it
+prints one JSON object per line, ``{"version": 1, "record": {...}}``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from fabrikito import msglog
+from fabrikito.errors import UsageError
+from fabrikito.msglog import Foreign, Outcome, Record
+
+JSON_VERSION = 1
+FOLLOW_INTERVAL = 0.25
+FOLLOW_ROUTE_WIDTH = 24
+NEWLINE = b"\n"
+OUTCOME_WIDTH = max(len(o.value) for o in Outcome)
+_RELATIVE = re.compile(r"(\d+)([smhd])\Z")
+_ABSOLUTE = re.compile(r"(\d{4}-\d\d-\d\d)(?:[T ](\d\d:\d\d(?::\d\d)?))?\Z")
+_TIME_ONLY = re.compile(r"\d\d:\d\d(?::\d\d)?\Z")
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+_SHOW_AS_HEX = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\udc80-\udcff]")
+
+
+@dataclass(frozen=True, slots=True)
+class Filters:
+    senders: frozenset[str] = frozenset()
+    recipients: frozenset[str] = frozenset()
+    outcomes: frozenset[str] = frozenset()
+    since: str | None = None
+    until: str | None = None
+
+    def keep(self, record: Record) -> bool:
+        if self.senders and _text(record.sender) not in self.senders:
+            return False
+        if self.recipients and _text(record.recipient) not in self.recipients:
+            return False
+        if self.outcomes and record.outcome not in self.outcomes:
+            return False
+        if self.since is not None and record.time < self.since:
+            return False
+        return not (self.until is not None and record.time > self.until)
+
+
+def cmd_log(args: argparse.Namespace) -> int:
+    from fabrikito import teamfile
+
+    team = teamfile.load(args.team)
+    now = time.time()
+    filters = Filters(
+        senders=frozenset(args.sender or ()),
+        recipients=frozenset(args.recipient or ()),
+        outcomes=frozenset(parse_outcome(o) for o in args.outcome or ()),
+        since=parse_when(args.since, now, "--since") if args.since else None,
+        until=parse_when(args.until, now, "--until") if args.until else None,
+    )
+    out = sys.stdout
+    try:
+        if args.follow:
+            for number, item in follow(team.log_path):
+                _emit(out, number, item, filters, as_json=args.json, stream=True)
+            return 0
+        items = list(read_log(team.log_path))
+        if args.json:
+            records = [item_json(n, it) for n, it in items if not isinstance(it, Record) or filters.keep(it)]
+            out.write(json.dumps({"version": JSON_VERSION, "records": records}, ensure_ascii=False, indent=2))
+            out.write("\n")
+        else:
+            out.write(render(items, filters))
+    except KeyboardInterrupt:
+        return 0
+    except BrokenPipeError:
+        _quiet_stdout()
+        return 0
+    return 0
+
+
+def _quiet_stdout() -> None:
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except OSError:
+        pass
+
+
+# -- arguments ------------------------------------------------------------------
+
+
+def parse_outcome(value: str) -> str:
+    for outcome in Outcome:
+        if value.casefold() == outcome.value.casefold():
+            return outcome.value
+    known = ", ".join(o.value for o in Outcome)
+    raise UsageError(f"--outcome {value!r} is not an outcome of the log: use one of {known}")
+
+
+def parse_when(value: str, now: float, option: str) -> str:
+    """A time filter in the log's own form, from an age (``30s``, ``10m``, ``2h``, ``3d``),
+    a date, a date and time, or a time today (all local)."""
+    text = value.strip()
+    if m := _RELATIVE.match(text):
+        return msglog.local_time(now - int(m.group(1)) * _UNITS[m.group(2)])
+    if m := _ABSOLUTE.match(text):
+        clock = m.group(2) or "00:00:00"
+        return f"{m.group(1)}T{clock if len(clock) == 8 else clock + ':00'}"
+    if _TIME_ONLY.match(text):
+        return f"{msglog.local_time(now)[:10]}T{text if len(text) == 8 else text + ':00'}"
+    raise UsageError(
+        f"{option} {value!r} is not a time: give a local time like 2026-10-30T14:05:09, "
+        "2026-10-30, 14:05, or an age like 30s, 10m, 2h, 3d"
+    )
+
+
+# -- reading ------------------------------------------------------------------------
+
+
+def _open_log(path: Path) -> int | None:
+    from fabrikito import statedir
+
+    try:
+        return statedir.open_plain(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return None
+
+
+def read_log(path: Path) -> Iterator[tuple[int, Record | Foreign]]:
+    """Every line of the log, numbered from 1; a last line without its newline is torn."""
+    fd = _open_log(path)
+    if fd is None:
+        return
+    try:
+        data = _read_all(fd)
+    finally:
+        os.close(fd)
+    yield from enumerate((msglog.parse_line(line) for line in data.splitlines(keepends=True)), start=1)
+
+
+def _read_all(fd: int) -> bytes:
+    chunks = []
+    while chunk := os.read(fd, 1 << 20):
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def follow(path: Path, *, interval: float = FOLLOW_INTERVAL) -> Iterator[tuple[int, Record | Foreign]]:
+    """The log's lines as they come, until interrupted; waits for the log to appear.
+
+    A line is taken once its newline is there.  When the file is replaced
+    or cut short, reading starts again at the top of the new file.
+    """
+    number = 0
+    while True:
+        fd = _open_log(path)
+        if fd is None:
+            time.sleep(interval)
+            continue
+        try:
+            identity = os.fstat(fd)
+            pending = b""
+            while True:
+                chunk = os.read(fd, 1 << 20)
+                if chunk:
+                    pending += chunk
+                    *lines, pending = pending.split(b"\n")
+                    for line in lines:
+                        number += 1
+                        yield number, msglog.parse_line(line + b"\n")
+                    continue
+                if _replaced(path, identity, fd):
+                    if pending:
+                        number += 1
+                        yield number, msglog.parse_line(pending)
+                    break
+                time.sleep(interval)
+        finally:
+            os.close(fd)
+
+
+def _replaced(path: Path, identity: os.stat_result, fd: int) -> bool:
+    try:
+        now = os.lstat(path)
+    except FileNotFoundError:
+        return True
+    if (now.st_ino, now.st_dev) != (identity.st_ino, identity.st_dev):
+        return True
+    return os.fstat(fd).st_size < os.lseek(fd, 0, os.SEEK_CUR)
+
+
+# -- showing --------------------------------------------------------------------------
+
+
+def _text(data: bytes) -> str:
+    return data.decode("utf-8", "surrogateescape")
+
+
+def shown(data: bytes) -> str:
+    """Bytes as safe terminal text: controls, bidi and bytes that are not UTF-8 as ``\\xHH``; tab as spaces."""
+    text = _SHOW_AS_HEX.sub(_hex_of, _text(data))
+    return text.replace("\t", "    ")
+
+
+def _hex_of(m: re.Match[str]) -> str:
+    return "".join(f"\\x{b:02X}" for b in m.group(0).encode("utf-8", "surrogateescape"))
+
+
+def render(items: Sequence[tuple[int, Record | Foreign]], filters: Filters, *, min_route: int = 0) -> str:
+    """The aligned table: time, sender → recipient, outcome, message."""
+    rows: list[tuple[str, str, str, str] | str] = []
+    for number, item in items:
+        if isinstance(item, Foreign):
+            rows.append(f"line {number}: {item.reason}: {shown(item.raw.removesuffix(NEWLINE))}")
+        elif filters.keep(item):
+            route = f"{shown(item.sender)} → {shown(item.recipient)}"
+            rows.append((item.time, route, item.outcome, shown(item.message)))
+    tables = [r for r in rows if isinstance(r, tuple)]
+    route_width = max((len(r[1]) for r in tables), default=min_route)
+    outcome_width = max([OUTCOME_WIDTH, *(len(r[2]) for r in tables)])
+    out = []
+    for row in rows:
+        if isinstance(row, str):
+            out.append(f"?? {row}\n")
+            continue
+        when, route, outcome, message = row
+        head = f"{when}  {route:<{route_width}}  {outcome:<{outcome_width}}  "
+        lines = message.split("\n")
+        out.append(head + lines[0] + "\n")
+        out.extend(" " * len(head) + more + "\n" for more in lines[1:])
+    return "".join(out)
+
+
+def item_json(number: int, item: Record | Foreign) -> dict[str, Any]:
+    """One line for ``--json``.  Text fields are decoded (bytes that are not UTF-8 become U+FFFD);
+    ``escaped`` holds them exactly as the log has them."""
+    if isinstance(item, Foreign):
+        return {
+            "kind": "foreign",
+            "line": number,
+            "reason": item.reason,
+            "raw": msglog.escape_field(item.raw.removesuffix(NEWLINE)),
+        }
+    return {
+        "kind": "record",
+        "line": number,
+        "time": item.time,
+        "sender": item.sender.decode("utf-8", "replace"),
+        "recipient": item.recipient.decode("utf-8", "replace"),
+        "outcome": item.outcome,
+        "message": item.message.decode("utf-8", "replace"),
+        "escaped": {"sender": item.escaped[1], "recipient": item.escaped[2], "message": item.escaped[4]},
+    }
+
+
+def _emit(out: Any, number: int, item: Record | Foreign, filters: Filters, *, as_json: bool, stream: bool) -> None:
+    if isinstance(item, Record) and not filters.keep(item):
+        return
+    if as_json:
+        out.write(json.dumps({"version": JSON_VERSION, "record": item_json(number, item)}, ensure_ascii=False))
+        out.write("\n")
+    else:
+        out.write(render([(number, item)], filters, min_route=FOLLOW_ROUTE_WIDTH))
+    if stream:
+        out.flush()
