@@ -1,0 +1,172 @@
+"""``flush <role>``: submit text that ``say`` itself left in a seat's box.
+
+``say`` writes what it is about to paste into ``.state/<team>/say/paste-<role>``
+and removes it after its Enter landed, so a crash or a partial paste leaves
+it.  ``flush`` submits the box only when the box, white space left out, is a
+non-empty start of that record (label + message), or the record's label and
+one ``[Pasted text #N]`` placeholder; for a message to or from ``sec`` the
+record keeps only the label, so only a label left alone matches.  Anything
+else is refused and left as it is: text a person typed is never cleared or
+submitted.  It runs ``say``'s pane checks, reads the box again right before
+its one Enter (refusing if it changed), sends that one Enter with no retry,
+and logs ``FLUSHED``, ``NOT-FLUSHED`` or ``FLUSH-NOTHING`` with the message
+``[flush]``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from fabrikito import msglog, refusals, say, statedir
+from fabrikito.errors import FabrikitoError, StateFileError, TmuxError
+from fabrikito.screen import ScreenState, Verdict
+from fabrikito.teamfile import Seat, Team
+from fabrikito.tmux import Server
+
+FLUSH_MESSAGE = "[flush]"
+EXIT_FLUSHED = 0
+EXIT_NOT_FLUSHED = 3
+
+
+@dataclass(frozen=True, slots=True)
+class FlushResult:
+    outcome: msglog.Outcome
+    reason: str
+
+
+def _read_record(team: Team, role: str) -> dict[str, Any] | None:
+    try:
+        raw = statedir.read_plain(say.paste_record_path(team, role))
+    except (OSError, StateFileError):
+        return None
+    if raw is None:
+        return None
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        return None
+    return data if isinstance(data, dict) and isinstance(data.get("label"), str) else None
+
+
+def flush_seat(ctx: say.Context, seat: Seat) -> FlushResult:
+    statedir.ensure_dir(say.say_dir(ctx.team))
+    try:
+        with say.seat_lock(ctx.team, seat.role):
+            return _flush_locked(ctx, seat)
+    except say.SeatRefusal as exc:
+        return FlushResult(msglog.Outcome.NOT_FLUSHED, str(exc))
+
+
+def _flush_locked(ctx: say.Context, seat: Seat) -> FlushResult:
+    pane = say._attach(ctx, seat)
+    grower = say._Grower(ctx.server, pane.window_id)
+    try:
+        with say._signals_unwind():
+            _, reading = pane.read()
+            if reading.state is ScreenState.READY:
+                statedir.remove_quietly(say.paste_record_path(ctx.team, seat.role))
+                refusals.clear(say.say_dir(ctx.team), seat.role)
+                return FlushResult(msglog.Outcome.FLUSH_NOTHING, "the box is empty: nothing to flush")
+            record = _read_record(ctx.team, seat.role)
+            if record is None:
+                return FlushResult(
+                    msglog.Outcome.NOT_FLUSHED,
+                    "there is no paste record for this seat, so the text in its box was not left by say: "
+                    "it is left as it is (attach and deal with it)",
+                )
+            label = str(record["label"])
+            body = record.get("body")
+            body_text = body if isinstance(body, str) else None
+
+            def matches(r: Any) -> Verdict:
+                ok = r.state is ScreenState.BOX_TEXT and pane.recogniser.flush_matches(r, label, body_text or "")
+                return Verdict(ok=ok, reason=_why_not(r))
+
+            reading = say._checked(pane, grower, matches, wait_for=None)
+            if not matches(reading).ok:
+                return FlushResult(msglog.Outcome.NOT_FLUSHED, _why_not(reading))
+            again = pane.wait(lambda r: False, timeout=0.15)
+            if again.box_text != reading.box_text or not matches(again).ok:
+                return FlushResult(
+                    msglog.Outcome.NOT_FLUSHED, "the box changed while flush was looking at it: left as it is"
+                )
+            try:
+                ctx.server.send_keys(pane.pane_id, "Enter")
+            except TmuxError as exc:
+                return FlushResult(msglog.Outcome.NOT_FLUSHED, f"the Enter could not be sent ({exc})")
+            after = pane.wait(say._landed, timeout=say.ENTER_TIMEOUT)
+            if not say._landed(after):
+                return FlushResult(
+                    msglog.Outcome.NOT_FLUSHED,
+                    "one Enter was sent but the box was not seen empty afterwards; flush does not retry: "
+                    "attach and look",
+                )
+            statedir.remove_quietly(say.paste_record_path(ctx.team, seat.role))
+            refusals.clear(say.say_dir(ctx.team), seat.role)
+            return FlushResult(msglog.Outcome.FLUSHED, "")
+    finally:
+        try:
+            grower.restore()
+        except TmuxError:
+            pass
+
+
+def _why_not(reading: Any) -> str:
+    if reading.state is ScreenState.BOX_TEXT:
+        return (
+            "the text in the box is not what say left there (not a start of its paste record): it may be a person's "
+            "draft, so it is left as it is"
+        )
+    return reading.reason or "screen not recognised as ready"
+
+
+def run_flush(
+    team: Team,
+    server: Server,
+    role: str,
+    *,
+    env_role: str | None,
+    out: Callable[[str], None],
+    err: Callable[[str], None],
+) -> int:
+    from fabrikito.identity import IdentityRefused, check_team_role, sender_from_ancestry
+
+    seat = team.seat(role)
+    if seat is None:
+        raise FabrikitoError(f"no seat '{role}' in team {team.name} (seats: {', '.join(team.roles)})", exit_code=2)
+    panes = say._list_panes(server)
+    try:
+        if env_role:
+            sender = check_team_role(team, env_role, default_server=server.is_default)
+        else:
+            sender = sender_from_ancestry(team, panes)
+    except IdentityRefused as exc:
+        err(f"not flushed: {exc.message}")
+        return EXIT_NOT_FLUSHED
+    statedir.ensure_state_dir(team.base_dir, team.name)
+    result = flush_seat(say.Context(team=team, server=server, panes=panes or []), seat)
+    write_error: str | None = None
+    try:
+        msglog.append_checked(
+            team.log_path, msglog.format_line(time.time(), sender, role, result.outcome, FLUSH_MESSAGE)
+        )
+    except (OSError, FabrikitoError) as exc:
+        write_error = str(exc)
+    if result.outcome is msglog.Outcome.FLUSHED:
+        out(
+            f"flushed {role}: the text say left in its box went to the seat as a turn. Resend the message whole "
+            "if it was cut short."
+        )
+    elif result.outcome is msglog.Outcome.FLUSH_NOTHING:
+        out(f"nothing to flush in {role}: {result.reason}")
+    else:
+        err(f"not flushed {role}: {result.reason}")
+    if write_error is not None:
+        done = "was" if result.outcome is msglog.Outcome.FLUSHED else "was not"
+        err(f"the record could not be written to {team.log_path}: {write_error}; the box {done} submitted.")
+        return 1
+    return EXIT_NOT_FLUSHED if result.outcome is msglog.Outcome.NOT_FLUSHED else EXIT_FLUSHED

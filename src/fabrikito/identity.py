@@ -1,0 +1,144 @@
+"""Who is speaking: the sender label of ``say`` and ``flush``.
+
+In order: ``TEAM_ROLE`` when it is set (it must be one of the team's role ids
+or ``live-test``; ``owner`` and ``launcher`` are refused, and ``live-test`` is
+refused on the default tmux server); else the seat ``say`` runs inside, found
+by walking the process's ancestors to a pane of the team's tmux server; else
+``owner``.  When it cannot tell, it refuses rather than guess:
+
+- a process on the walk cannot be read (or vanished mid-walk);
+- the walk reaches 100 processes before pid 1;
+- tmux cannot list the server's panes;
+- the pane found belongs to a seat of another team (its process has
+  ``TEAM_ROLE`` set but its session is not in this team's roster);
+- a tmux server other than the one addressed is among the ancestors.
+
+What is not caught, and so is labelled ``[from owner]``: a background job that
+outlived the command that started it (re-parented to pid 1 or a subreaper), a
+command a seat started in a new tmux session of the same server, a process
+started through ``setsid``/``nohup`` whose parent exited, or anything that
+clears ``TEAM_ROLE`` and runs outside the seat's process tree (``at``, ``cron``,
+``systemd-run``).  Labels are claims, not identities: this stops a mislabel by
+accident, not by intent.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+
+from fabrikito import procs
+from fabrikito.errors import FabrikitoError
+from fabrikito.seatpane import PaneRow
+from fabrikito.teamfile import ROLE_RE, Team
+
+OWNER = "owner"
+LAUNCHER = "launcher"
+LIVE_TEST = "live-test"
+UNKNOWN_SENDER = "?"
+MAX_WALK = 100
+
+
+class IdentityRefused(FabrikitoError):
+    """The sender cannot be told, or is not allowed; nothing is typed."""
+
+    exit_code = 3
+
+    def __init__(self, message: str, *, log_sender: str) -> None:
+        super().__init__(message)
+        self.log_sender = log_sender
+
+
+def check_team_role(team: Team, value: str, *, default_server: bool) -> str:
+    """Validate a set ``TEAM_ROLE``; return the label or raise :class:`IdentityRefused`."""
+    if value in (OWNER, LAUNCHER):
+        raise IdentityRefused(
+            f"TEAM_ROLE={value} is refused: '{value}' is fabrikito's own label. Unset TEAM_ROLE to send as the owner.",
+            log_sender=value,
+        )
+    if value == LIVE_TEST:
+        if default_server:
+            raise IdentityRefused(
+                "TEAM_ROLE=live-test is refused on the default tmux server, where the real team runs: "
+                "live tests address a private server (tmux_socket in their team file).",
+                log_sender=value,
+            )
+        return value
+    if not ROLE_RE.match(value) or team.seat(value) is None:
+        raise IdentityRefused(
+            f"TEAM_ROLE={value!r} is not a role id of team {team.name} ({', '.join(team.roles)}) nor "
+            "live-test: fix or unset it.",
+            log_sender=value,
+        )
+    return value
+
+
+def sender_from_ancestry(
+    team: Team,
+    panes: Sequence[PaneRow] | None,
+    *,
+    start_pid: int | None = None,
+    max_walk: int = MAX_WALK,
+) -> str:
+    """The role of the seat this process runs inside, ``owner`` outside any pane.
+
+    ``panes`` is the team server's pane list (``None`` when tmux could not list
+    it).  Raises :class:`IdentityRefused` when it cannot tell.
+    """
+    if panes is None:
+        raise IdentityRefused(
+            "cannot tell whether this runs inside a seat: tmux could not list the panes of the team's "
+            "server. Set TEAM_ROLE, or start the team's server.",
+            log_sender=UNKNOWN_SENDER,
+        )
+    by_pid: Mapping[int, PaneRow] = {p.pane_pid: p for p in panes}
+    server_pids = {p.server_pid for p in panes}
+    pid = os.getpid() if start_pid is None else start_pid
+    for _ in range(max_walk):
+        if pid <= 1:
+            return OWNER
+        pane = by_pid.get(pid)
+        if pane is not None:
+            return _role_of_pane(team, pane)
+        try:
+            info = procs.info(pid)
+        except (procs.ProcessGone, procs.ProcessUnreadable) as exc:
+            raise IdentityRefused(
+                f"cannot tell whether this runs inside a seat: process {pid} could not be read ({exc}). "
+                "Set TEAM_ROLE to say who is sending.",
+                log_sender=UNKNOWN_SENDER,
+            ) from None
+        if info.name.startswith("tmux") and pid not in server_pids:
+            raise IdentityRefused(
+                f"this runs inside a pane of another tmux server (process {pid}, {info.name!r}), whose "
+                "seats fabrikito cannot see: run say from that team's own server, or from outside tmux.",
+                log_sender=UNKNOWN_SENDER,
+            )
+        pid = info.ppid
+    raise IdentityRefused(
+        f"cannot tell whether this runs inside a seat: the walk up the process tree stopped at {max_walk} "
+        "processes before pid 1. Set TEAM_ROLE to say who is sending.",
+        log_sender=UNKNOWN_SENDER,
+    )
+
+
+def _role_of_pane(team: Team, pane: PaneRow) -> str:
+    seat = team.seat_by_session(pane.session)
+    if seat is not None:
+        return seat.role
+    try:
+        env = procs.environ(pane.pane_pid)
+    except (procs.ProcessGone, procs.ProcessUnreadable) as exc:
+        raise IdentityRefused(
+            f"cannot tell whether pane {pane.pane_id} (session {pane.session}) is a seat: its process could "
+            f"not be read ({exc}). Set TEAM_ROLE.",
+            log_sender=UNKNOWN_SENDER,
+        ) from None
+    if env.get("TEAM_ROLE"):
+        other = env.get("FABRIKITO_TEAM", "another team")
+        raise IdentityRefused(
+            f"this runs inside session {pane.session}, a seat of {other} (TEAM_ROLE={env['TEAM_ROLE']}), "
+            f"not of team {team.name}: a seat speaks only to its own team.",
+            log_sender=UNKNOWN_SENDER,
+        )
+    return OWNER

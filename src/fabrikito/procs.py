@@ -1,0 +1,175 @@
+"""What fabrikito reads about processes: parent, name, start time, terminal.
+
+On Linux this reads ``/proc`` directly, which costs nothing at import time
+(``say`` and the hook run on every message).  Elsewhere it uses psutil,
+imported only when a function is called.  "Could not look" is kept apart from
+"not there": :class:`ProcessUnreadable` is raised when a process exists but
+cannot be read, :class:`ProcessGone` when it does not exist.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+
+_LINUX = sys.platform.startswith("linux")
+
+
+class ProcessGone(Exception):
+    """The process does not exist (any more)."""
+
+
+class ProcessUnreadable(Exception):
+    """The process exists but its details cannot be read."""
+
+
+@dataclass(frozen=True, slots=True)
+class ProcInfo:
+    pid: int
+    ppid: int
+    name: str
+    start_ticks: int  # field 22 of /proc/<pid>/stat: start time in clock ticks since boot
+    tty_pgrp: int  # foreground process group of the process's terminal (-1: none)
+
+
+def info(pid: int) -> ProcInfo:
+    if not _LINUX:
+        return _info_psutil(pid)
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            raw = f.read()
+    except FileNotFoundError:
+        raise ProcessGone(pid) from None
+    except OSError as exc:
+        raise ProcessUnreadable(f"process {pid}: {exc.strerror}") from None
+    # The name is in parentheses and may itself hold ") ": split at the last one.
+    head, sep, tail = raw.rpartition(b") ")
+    if not sep:
+        raise ProcessUnreadable(f"process {pid}: unexpected /proc/{pid}/stat")
+    name = head.partition(b" (")[2].decode("utf-8", "replace")
+    fields = tail.split()
+    try:
+        ppid = int(fields[1])
+        tpgid = int(fields[5])
+        start = int(fields[19])
+    except (IndexError, ValueError):
+        raise ProcessUnreadable(f"process {pid}: unexpected /proc/{pid}/stat") from None
+    return ProcInfo(pid=pid, ppid=ppid, name=name, start_ticks=start, tty_pgrp=tpgid)
+
+
+def _info_psutil(pid: int) -> ProcInfo:
+    import psutil
+
+    try:
+        proc = psutil.Process(pid)
+        with proc.oneshot():
+            return ProcInfo(
+                pid=pid,
+                ppid=proc.ppid(),
+                name=proc.name(),
+                start_ticks=int(proc.create_time() * 100),
+                tty_pgrp=-1,
+            )
+    except psutil.NoSuchProcess:
+        raise ProcessGone(pid) from None
+    except psutil.Error as exc:
+        raise ProcessUnreadable(f"process {pid}: {exc}") from None
+
+
+def exe_name(pid: int) -> str:
+    """The base name of the program a process runs (``/proc/<pid>/exe``), or its name."""
+    if _LINUX:
+        try:
+            return os.path.basename(os.readlink(f"/proc/{pid}/exe"))
+        except FileNotFoundError:
+            raise ProcessGone(pid) from None
+        except OSError:
+            return info(pid).name
+    import psutil
+
+    try:
+        return os.path.basename(psutil.Process(pid).exe())
+    except psutil.NoSuchProcess:
+        raise ProcessGone(pid) from None
+    except psutil.Error:
+        return info(pid).name
+
+
+def cmdline(pid: int) -> list[str]:
+    if _LINUX:
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                raw = f.read()
+        except FileNotFoundError:
+            raise ProcessGone(pid) from None
+        except OSError as exc:
+            raise ProcessUnreadable(f"process {pid}: {exc.strerror}") from None
+        return [part.decode("utf-8", "replace") for part in raw.split(b"\0") if part]
+    import psutil
+
+    try:
+        return list(psutil.Process(pid).cmdline())
+    except psutil.NoSuchProcess:
+        raise ProcessGone(pid) from None
+    except psutil.Error as exc:
+        raise ProcessUnreadable(f"process {pid}: {exc}") from None
+
+
+def environ(pid: int) -> dict[str, str]:
+    """The environment a process started with (same user only)."""
+    if _LINUX:
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                raw = f.read()
+        except FileNotFoundError:
+            raise ProcessGone(pid) from None
+        except OSError as exc:
+            raise ProcessUnreadable(f"process {pid}: {exc.strerror}") from None
+        env: dict[str, str] = {}
+        for item in raw.split(b"\0"):
+            key, sep, value = item.partition(b"=")
+            if sep:
+                env[key.decode("utf-8", "replace")] = value.decode("utf-8", "replace")
+        return env
+    import psutil
+
+    try:
+        return dict(psutil.Process(pid).environ())
+    except psutil.NoSuchProcess:
+        raise ProcessGone(pid) from None
+    except psutil.Error as exc:
+        raise ProcessUnreadable(f"process {pid}: {exc}") from None
+
+
+def children_of(pid: int) -> list[int]:
+    """Direct children of ``pid`` (Linux: from every task's children file)."""
+    if _LINUX:
+        kids: list[int] = []
+        try:
+            tasks = os.listdir(f"/proc/{pid}/task")
+        except FileNotFoundError:
+            raise ProcessGone(pid) from None
+        for task in tasks:
+            try:
+                with open(f"/proc/{pid}/task/{task}/children", "rb") as f:
+                    kids += [int(x) for x in f.read().split()]
+            except OSError:
+                continue
+        return kids
+    import psutil
+
+    try:
+        return [child.pid for child in psutil.Process(pid).children()]
+    except psutil.NoSuchProcess:
+        raise ProcessGone(pid) from None
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

@@ -1,0 +1,550 @@
+"""``say``: type a labelled message into a seat's Claude Code box, or refuse.
+
+The delivery engine (:func:`deliver`) knows nothing of how a message arrived
+(the command line, ``up``'s kickoff, later an inbox): it takes a sender, a
+seat and a text, and returns what happened.  :func:`run_say` is the command:
+it works out the sender, checks the log can be written, delivers, appends the
+one log line, then prints.
+
+One delivery, in order:
+
+1. take the seat's lock (``.state/<team>/say/<role>.lock``, ``flock``, at
+   most 8 s; anything but a plain file there is refused at once);
+2. find the seat's pane; refuse a dead pane or one whose foreground process
+   is not Claude Code;
+3. read the pane (tmux state and screen in one call) and require a ready
+   box: Claude Code's input box at the bottom, empty or with one dim line;
+4. write the paste record (``say/paste-<role>``: label and message, label
+   only for ``sec``), paste the label ``[from <sender>] `` on its own, and
+   require the box to hold just the label;
+5. paste the message; require the box to hold label + message (white space
+   aside), label + one ``[Pasted text #N]`` placeholder, or the visible end of
+   a message taller than the box;
+6. press Enter once, and require the box to be seen empty afterwards; then
+   remove the paste record and the seat's box-text refusal records.
+
+Any check that refuses in a window under 110 columns or 12 rows grows the
+window to 220x50 once, checks again there, and the window's size and its
+``window-size`` option are put back however ``say`` ends (signals too).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import signal
+import stat
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+from types import FrameType
+
+from fabrikito import msglog, refusals, seatpane, statedir
+from fabrikito.errors import FabrikitoError, StateFileError, TmuxError
+from fabrikito.identity import UNKNOWN_SENDER
+from fabrikito.screen import BoxReading, Recogniser, ScreenState, Verdict, recogniser_for
+from fabrikito.teamfile import Seat, Team
+from fabrikito.tmux import Server
+
+LOCK_TIMEOUT = 8.0
+RENDER_TIMEOUT = 3.0
+ENTER_TIMEOUT = 6.0
+POLL = 0.03
+GROW_COLS, GROW_ROWS = 220, 50
+SMALL_COLS, SMALL_ROWS = 110, 12
+SEC = "sec"
+
+EXIT_DELIVERED = 0
+EXIT_LOG_FAILED = 1
+EXIT_USAGE = 2
+EXIT_REFUSED = 3
+EXIT_TYPED = 4
+
+
+class Result(StrEnum):
+    DELIVERED = "delivered"
+    REFUSED = "refused"  # nothing was typed
+    TYPED = "typed, not submitted"  # text is in the box, no Enter (or the Enter did not land)
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    role: str
+    result: Result
+    reason: str = ""
+
+
+class Interrupted(BaseException):
+    """A signal arrived while ``say`` held a seat: unwind, putting everything back."""
+
+
+def label_for(sender: str) -> str:
+    return f"[from {sender}] "
+
+
+def say_dir(team: Team) -> Path:
+    return team.state_dir / "say"
+
+
+def paste_record_path(team: Team, role: str) -> Path:
+    return say_dir(team) / f"paste-{role}"
+
+
+# -- the lock -----------------------------------------------------------------
+
+
+@contextmanager
+def seat_lock(team: Team, role: str, *, timeout: float = LOCK_TIMEOUT) -> Iterator[None]:
+    """One ``say`` (or ``flush``) at a time types into a seat."""
+    path = say_dir(team) / f"{role}.lock"
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        st = None
+    if st is not None and (not stat.S_ISREG(st.st_mode) or st.st_nlink != 1):
+        kind = (
+            "a symlink" if stat.S_ISLNK(st.st_mode) else "a FIFO" if stat.S_ISFIFO(st.st_mode) else "not a plain file"
+        )
+        raise SeatRefusal(f"the lock {path} is {kind}: remove it, then send again")
+    try:
+        fd = statedir.open_plain(path, os.O_RDWR | os.O_CREAT)
+    except StateFileError as exc:
+        raise SeatRefusal(f"the lock is unusable: {exc}") from None
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise SeatRefusal(
+                        f"another say is typing into this seat and has not finished within {timeout:g} seconds"
+                    ) from None
+                time.sleep(0.02)
+        yield
+    finally:
+        os.close(fd)
+
+
+class SeatRefusal(Exception):
+    """A delivery refused with nothing typed (its text is the reason)."""
+
+
+class LeftInBox(Exception):
+    """Text is in the box and no Enter went (or it did not land)."""
+
+
+# -- reading the seat ---------------------------------------------------------
+
+
+def no_trace(line: str) -> None:
+    pass
+
+
+@dataclass(slots=True)
+class _Pane:
+    server: Server
+    pane_id: str
+    window_id: str
+    recogniser: Recogniser
+    trace: Callable[[str], None] = no_trace
+
+    def read(self) -> tuple[seatpane.Look, BoxReading]:
+        try:
+            look = seatpane.look(self.server, self.pane_id)
+        except TmuxError as exc:
+            raise SeatRefusal(f"tmux cannot read the screen: {exc}") from None
+        if look.dead:
+            raise SeatRefusal("the seat's pane is dead (its process exited)")
+        return look, self.recogniser.recognise(look.snapshot)
+
+    def wait(self, good: Callable[[BoxReading], bool], timeout: float = RENDER_TIMEOUT) -> BoxReading:
+        """Read until ``good`` holds or the screen stops changing past the timeout."""
+        deadline = time.monotonic() + timeout
+        _, reading = self.read()
+        while not good(reading) and time.monotonic() < deadline:
+            time.sleep(POLL)
+            _, reading = self.read()
+        return reading
+
+
+class _Grower:
+    """Grows a small window once to 220x50 and puts it back exactly."""
+
+    def __init__(self, server: Server, window_id: str, trace: Callable[[str], None] = no_trace) -> None:
+        self.server = server
+        self.window_id = window_id
+        self.trace = trace
+        self.saved: tuple[int, int, str | None] | None = None
+        self.used = False
+
+    def can_grow(self, look: seatpane.Look) -> bool:
+        small = look.window_width < SMALL_COLS or look.window_height < SMALL_ROWS
+        return small and not self.used
+
+    def grow(self, look: seatpane.Look) -> None:
+        self.used = True
+        option = self.server.window_option(self.window_id, "window-size")
+        self.saved = (look.window_width, look.window_height, option)
+        self.trace(f"growing window {self.window_id} from {look.window_width}x{look.window_height} to 220x50")
+        self.server.resize_window(self.window_id, GROW_COLS, GROW_ROWS)
+
+    def restore(self) -> None:
+        if self.saved is None:
+            return
+        width, height, option = self.saved
+        self.saved = None
+        try:
+            self.server.resize_window(self.window_id, width, height)
+        finally:
+            self.server.set_window_option(self.window_id, "window-size", option)
+            self.trace(f"put window {self.window_id} back to {width}x{height}, window-size {option or '(unset)'}")
+
+
+@contextmanager
+def _signals_unwind() -> Iterator[None]:
+    """Turn SIGTERM, SIGHUP and SIGINT into an exception so cleanup runs."""
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        raise Interrupted(signal.Signals(signum).name)
+
+    old = {}
+    for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+        try:
+            old[sig] = signal.signal(sig, handler)
+        except ValueError:  # not the main thread
+            pass
+    try:
+        yield
+    finally:
+        for sig, previous in old.items():
+            signal.signal(sig, previous)
+
+
+# -- the delivery engine --------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Context:
+    team: Team
+    server: Server
+    panes: list[seatpane.PaneRow]
+    trace: Callable[[str], None] = no_trace
+
+
+def deliver(ctx: Context, seat: Seat, sender: str, text: str) -> Delivery:
+    """Type ``[from sender] text`` into ``seat`` and submit it, or refuse."""
+    statedir.ensure_dir(say_dir(ctx.team))
+    try:
+        with seat_lock(ctx.team, seat.role):
+            return _deliver_locked(ctx, seat, sender, text)
+    except SeatRefusal as exc:
+        return Delivery(seat.role, Result.REFUSED, str(exc))
+
+
+def _attach(ctx: Context, seat: Seat) -> _Pane:
+    row = seatpane.pane_of_session(ctx.panes, seat.session)
+    if row is None:
+        raise SeatRefusal(f"the seat is down (no tmux session {seat.session} on {ctx.server.describe()})")
+    if row.dead:
+        raise SeatRefusal("the seat is down (its pane's process exited)")
+    agent = seatpane.foreground_agent(row.pane_pid)
+    if agent is None:
+        raise SeatRefusal(
+            "the pane is not running Claude Code in its foreground (a shell?): the text would run as a command"
+        )
+    recogniser = recogniser_for(agent.name, agent.version)
+    ctx.trace(
+        f"{seat.role}: pane {row.pane_id}, {agent.name} {agent.version or '(version unknown)'} pid {agent.pid}, "
+        f"recognised as {recogniser.agent} {recogniser.version}"
+    )
+    return _Pane(ctx.server, row.pane_id, row.window_id, recogniser, ctx.trace)
+
+
+def _deliver_locked(ctx: Context, seat: Seat, sender: str, text: str) -> Delivery:
+    pane = _attach(ctx, seat)
+    grower = _Grower(ctx.server, pane.window_id, ctx.trace)
+    label = label_for(sender)
+    typed = False
+    try:
+        with _signals_unwind():
+            reading = _checked(pane, grower, _ready_verdict, wait_for=None)
+            if reading.state is ScreenState.BOX_TEXT:
+                klass = refusals.register(
+                    ctx.team.state_dir, say_dir(ctx.team), sender=sender, role=seat.role, text=text
+                )
+                if klass is refusals.RefusalClass.BOX_TEXT_REPEAT:
+                    raise SeatRefusal(
+                        "the input box already holds text, and this same text was refused for it within "
+                        f"{refusals.resend_window()} seconds: stop resending it and do not loop; someone must "
+                        "attach and deal with the box first"
+                    )
+                raise SeatRefusal(
+                    "the input box already holds text (someone typing, or an earlier message not sent): attach, "
+                    f"deal with it, and send again (or ./fabrikito flush {seat.role} if say left it)"
+                )
+            if reading.state is not ScreenState.READY:
+                raise SeatRefusal(reading.reason or "screen not recognised as ready")
+            refusals.clear(say_dir(ctx.team), seat.role)
+            _write_paste_record(ctx.team, seat.role, sender, label, text)
+            typed = True
+            ctx.trace(f"{seat.role}: box ready{' (busy)' if reading.busy else ''}; pasting the label")
+            _paste(ctx.server, pane.pane_id, label)
+            pane.wait(lambda r: pane.recogniser.check_label(r, label).ok)
+            _checked(pane, grower, lambda r: pane.recogniser.check_label(r, label), wait_for=None, typed=True)
+            ctx.trace(f"{seat.role}: the box holds just the label; pasting the message")
+            _paste(ctx.server, pane.pane_id, text)
+            _checked(
+                pane,
+                grower,
+                lambda r: pane.recogniser.check_after_paste(r, label, text),
+                wait_for=lambda r: pane.recogniser.check_after_paste(r, label, text).ok,
+                typed=True,
+            )
+            ctx.trace(f"{seat.role}: the box holds the labelled message; pressing Enter")
+            try:
+                ctx.server.send_keys(pane.pane_id, "Enter")
+            except TmuxError as exc:
+                raise LeftInBox(f"the Enter could not be sent ({exc})") from None
+            after = pane.wait(_landed, timeout=ENTER_TIMEOUT)
+            ctx.trace(f"{seat.role}: after the Enter the screen is {after.state.value}")
+            if not _landed(after):
+                raise LeftInBox(
+                    "the Enter was sent but the box was not seen empty afterwards, so it may not have landed"
+                )
+            statedir.remove_quietly(paste_record_path(ctx.team, seat.role))
+            refusals.clear(say_dir(ctx.team), seat.role)
+            return Delivery(seat.role, Result.DELIVERED)
+    except LeftInBox as exc:
+        return Delivery(seat.role, Result.TYPED, str(exc))
+    except SeatRefusal as exc:
+        if typed:
+            return Delivery(seat.role, Result.TYPED, str(exc))
+        raise
+    finally:
+        try:
+            grower.restore()
+        except TmuxError:
+            pass
+
+
+def _ready_verdict(reading: BoxReading) -> Verdict:
+    return Verdict(ok=reading.state is ScreenState.READY, reason=reading.reason)
+
+
+def _landed(reading: BoxReading) -> bool:
+    return reading.state in (ScreenState.READY, ScreenState.DIALOG)
+
+
+def _checked(
+    pane: _Pane,
+    grower: _Grower,
+    check: Callable[[BoxReading], Verdict],
+    *,
+    wait_for: Callable[[BoxReading], bool] | None,
+    typed: bool = False,
+) -> BoxReading:
+    """Run one check; in a small window, grow once and check again there.
+
+    Returns the reading when the check passes, or (before anything is typed)
+    a reading whose state says why not; raises when text is in the box.
+    """
+    look, reading = pane.read()
+    if wait_for is not None and not wait_for(reading):
+        reading = pane.wait(wait_for)
+        look, _ = pane.read()
+    verdict = check(reading)
+    if verdict.ok:
+        return reading
+    pane.trace(f"check refused: {verdict.reason or reading.state.value} ({reading.detail or 'no detail'})")
+    if grower.can_grow(look):
+        try:
+            grower.grow(look)
+        except TmuxError as exc:
+            raise SeatRefusal(f"{verdict.reason}; growing the window to check again failed: {exc}") from None
+        reading = pane.wait(lambda r: _grown(pane) and check(r).ok, timeout=RENDER_TIMEOUT)
+        verdict = check(reading)
+        if verdict.ok:
+            return reading
+    if typed:
+        raise LeftInBox(verdict.reason)
+    return reading
+
+
+def _grown(pane: _Pane) -> bool:
+    look, _ = pane.read()
+    return look.snapshot.width >= GROW_COLS and look.snapshot.height >= GROW_ROWS
+
+
+def _paste(server: Server, pane_id: str, text: str) -> None:
+    try:
+        server.paste(pane_id, text)
+    except TmuxError as exc:
+        raise LeftInBox(f"the paste failed ({exc})") from None
+
+
+def _write_paste_record(team: Team, role: str, sender: str, label: str, text: str) -> None:
+    private = SEC in (sender, role)
+    record = {"sender": sender, "label": label, "body": None if private else text, "time": time.time()}
+    try:
+        statedir.write_atomic(paste_record_path(team, role), json.dumps(record, ensure_ascii=False).encode())
+    except (OSError, StateFileError) as exc:
+        raise SeatRefusal(f"the paste record could not be written ({exc}), so nothing was typed") from None
+
+
+# -- the command ----------------------------------------------------------------
+
+
+def prepare_text(text: str, *, from_stdin: bool) -> str:
+    """CRLF becomes LF (tmux would turn each into two line breaks); one trailing
+    newline from stdin is dropped (``echo`` and ``<<<`` add it)."""
+    text = text.replace("\r\n", "\n")
+    if from_stdin and text.endswith("\n"):
+        text = text[:-1]
+    return text
+
+
+def log_body(sender: str, recipient: str, text: str) -> str:
+    return msglog.body_for(sender, recipient, text)
+
+
+def run_say(
+    team: Team,
+    server: Server,
+    target: str,
+    text: str,
+    *,
+    env_role: str | None,
+    out: Callable[[str], None],
+    err: Callable[[str], None],
+    trace: Callable[[str], None] = no_trace,
+) -> int:
+    """The command ``say``: returns its exit status.
+
+    ``env_role`` is ``TEAM_ROLE`` (``None`` or empty when unset).  Refusals that
+    need no tmux come first: an empty message, a bad ``TEAM_ROLE``.
+    """
+    from fabrikito.identity import IdentityRefused, check_team_role, sender_from_ancestry
+
+    log_path = team.log_path
+    if not text.strip():
+        sender = env_role or UNKNOWN_SENDER
+        return _refuse_early(log_path, sender, target, text, "the message is empty (or only white space)", err)
+    if target != "all" and team.seat(target) is None:
+        raise FabrikitoError(
+            f"no seat '{target}' in team {team.name} (seats: {', '.join(team.roles)}; or all)", exit_code=EXIT_USAGE
+        )
+    panes: list[seatpane.PaneRow] | None = None
+    try:
+        if env_role:
+            sender = check_team_role(team, env_role, default_server=server.is_default)
+            panes = _list_panes(server)
+        else:
+            panes = _list_panes(server)
+            sender = sender_from_ancestry(team, panes)
+    except IdentityRefused as exc:
+        return _refuse_early(log_path, exc.log_sender, target, text, exc.message, err)
+    if target == sender:
+        return _refuse_early(log_path, sender, target, text, "a seat cannot say to itself", err)
+    statedir.ensure_state_dir(team.base_dir, team.name)
+    unsafe = statedir.describe_unsafe(log_path)
+    if unsafe is not None:
+        err(f"not sent: {unsafe}.")
+        err(f"the record could not be written to {log_path}, so nothing was delivered.")
+        return EXIT_LOG_FAILED
+    seats = (
+        [s for s in team.seats if s.role != sender] if target == "all" else [s for s in team.seats if s.role == target]
+    )
+    ctx = Context(team=team, server=server, panes=panes or [], trace=trace)
+    results = [deliver(ctx, seat, sender, text) for seat in seats]
+    all_delivered = all(r.result is Result.DELIVERED for r in results)
+    outcome = msglog.Outcome.DELIVERED if all_delivered else msglog.Outcome.NOT_DELIVERED
+    write_error = _append(log_path, sender, target, outcome, log_body(sender, target, text))
+    for r in results:
+        _report(r, out, err)
+    code = _exit_code(results)
+    if write_error is not None:
+        err(f"the record could not be written to {log_path}: {write_error}")
+        delivered = [r.role for r in results if r.result is Result.DELIVERED]
+        if delivered:
+            err(f"the message WAS delivered to {', '.join(delivered)}: do not send it again.")
+        else:
+            err("the message was not delivered.")
+        return EXIT_LOG_FAILED
+    return code
+
+
+def _list_panes(server: Server) -> list[seatpane.PaneRow] | None:
+    try:
+        return seatpane.list_panes(server)
+    except TmuxError:
+        return None
+
+
+def _exit_code(results: list[Delivery]) -> int:
+    if all(r.result is Result.DELIVERED for r in results):
+        return EXIT_DELIVERED
+    if any(r.result is Result.TYPED for r in results):
+        return EXIT_TYPED
+    return EXIT_REFUSED
+
+
+def _append(path: Path, sender: str, recipient: str, outcome: msglog.Outcome, body: str) -> str | None:
+    try:
+        msglog.append_checked(path, msglog.format_line(time.time(), sender, recipient, outcome, body))
+    except (OSError, FabrikitoError) as exc:
+        return str(exc)
+    return None
+
+
+def _refuse_early(
+    log_path: Path, sender: str, recipient: str, text: str, reason: str, err: Callable[[str], None]
+) -> int:
+    write_error = None
+    try:
+        statedir.ensure_dir(log_path.parent.parent)
+        statedir.ensure_dir(log_path.parent)
+    except (OSError, FabrikitoError) as exc:
+        write_error = str(exc)
+    if write_error is None:
+        write_error = _append(
+            log_path, sender, recipient, msglog.Outcome.NOT_DELIVERED, log_body(sender, recipient, text)
+        )
+    err(f"not sent to {recipient}: {reason}. Nothing was typed.")
+    if write_error is not None:
+        err(f"the record could not be written to {log_path}: {write_error}; the message was not delivered.")
+        return EXIT_LOG_FAILED
+    return EXIT_REFUSED
+
+
+def _report(r: Delivery, out: Callable[[str], None], err: Callable[[str], None]) -> None:
+    if r.result is Result.DELIVERED:
+        out(f"delivered to {r.role}")
+    elif r.result is Result.REFUSED:
+        err(f"not sent to {r.role}: {r.reason}. Nothing was typed; deal with the seat and send again.")
+    else:
+        err(
+            f"typed into {r.role} but not submitted: {r.reason}. The text is left in the box, where it goes out "
+            f"with the next Enter: run ./fabrikito flush {r.role} to submit it (and then resend), or attach and "
+            "clear it."
+        )
+
+
+def safe_print(stream: object) -> Callable[[str], None]:
+    def write(line: str) -> None:
+        try:
+            print(line, file=stream)  # type: ignore[call-overload]
+        except OSError:
+            pass
+
+    return write
+
+
+STDOUT = safe_print(sys.stdout)
+STDERR = safe_print(sys.stderr)

@@ -1,0 +1,168 @@
+"""A seat's pane as tmux and the process table see it, and its screen.
+
+The screen alone is not enough: copy mode does not show in a capture, and a
+pane whose Claude Code was killed can still show a stale box.  So a look at a
+seat asks tmux for the pane's state (dead, in a mode, size, renderer) and the
+process table for what runs in the foreground of its terminal, and reads the
+screen in the same tmux call as the pane's state.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from fabrikito import procs
+from fabrikito.errors import TmuxError
+from fabrikito.screen import PaneSnapshot
+from fabrikito.tmux import Server
+
+LIST_FIELDS = ("pane_id", "pane_pid", "session_name", "pane_dead", "pid", "window_id")
+SNAP_FIELDS = (
+    "pane_id",
+    "pane_dead",
+    "pane_in_mode",
+    "alternate_on",
+    "pane_width",
+    "pane_height",
+    "cursor_x",
+    "cursor_y",
+    "window_width",
+    "window_height",
+    "pane_pid",
+)
+CLAUDE_NAMES = frozenset({"claude", "claude.exe"})
+SEP = "\x1f"
+
+
+@dataclass(frozen=True, slots=True)
+class PaneRow:
+    pane_id: str
+    pane_pid: int
+    session: str
+    dead: bool
+    server_pid: int
+    window_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class Agent:
+    """The agent running in the foreground of a pane's terminal."""
+
+    pid: int
+    name: str
+    version: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Look:
+    """One look at a pane: its tmux state and its screen, taken in one tmux call."""
+
+    pane_id: str
+    dead: bool
+    snapshot: PaneSnapshot
+    window_width: int
+    window_height: int
+    pane_pid: int
+
+
+def list_panes(server: Server) -> list[PaneRow]:
+    """Every pane of the server, in one tmux call."""
+    rows = []
+    for row in server.list_panes(LIST_FIELDS):
+        try:
+            rows.append(
+                PaneRow(
+                    pane_id=row["pane_id"],
+                    pane_pid=int(row["pane_pid"]),
+                    session=row["session_name"],
+                    dead=row["pane_dead"] == "1",
+                    server_pid=int(row["pid"]),
+                    window_id=row["window_id"],
+                )
+            )
+        except ValueError:
+            continue
+    return rows
+
+
+def pane_of_session(rows: list[PaneRow], session: str) -> PaneRow | None:
+    """The seat's pane: the first pane of its session (a seat has one)."""
+    for row in rows:
+        if row.session == session:
+            return row
+    return None
+
+
+def look(server: Server, pane_id: str) -> Look:
+    """The pane's state and its screen (with escapes), read in one tmux invocation."""
+    fmt = SEP.join("#{" + f + "}" for f in SNAP_FIELDS)
+    out = server.run("display-message", "-p", "-t", pane_id, fmt, ";", "capture-pane", "-p", "-e", "-t", pane_id)
+    head, _, screen = out.partition("\n")
+    values = head.split(SEP)
+    if len(values) != len(SNAP_FIELDS):
+        raise TmuxError(["display-message", "-t", pane_id], returncode=0, stderr=head, reason="unexpected answer")
+    meta = dict(zip(SNAP_FIELDS, values, strict=True))
+    try:
+        snap = PaneSnapshot(
+            ansi=screen,
+            width=int(meta["pane_width"]),
+            height=int(meta["pane_height"]),
+            alternate_on=meta["alternate_on"] == "1",
+            in_mode=meta["pane_in_mode"] == "1",
+            cursor_x=int(meta["cursor_x"]),
+            cursor_y=int(meta["cursor_y"]),
+        )
+        return Look(
+            pane_id=meta["pane_id"],
+            dead=meta["pane_dead"] == "1",
+            snapshot=snap,
+            window_width=int(meta["window_width"]),
+            window_height=int(meta["window_height"]),
+            pane_pid=int(meta["pane_pid"]),
+        )
+    except ValueError:
+        raise TmuxError(
+            ["display-message", "-t", pane_id], returncode=0, stderr=head, reason="unexpected answer"
+        ) from None
+
+
+def foreground_agent(pane_pid: int) -> Agent | None:
+    """The Claude Code process in the foreground of the pane's terminal, or ``None``.
+
+    The foreground process group of the pane's terminal is read from the pane
+    process's ``stat``; its leader must run a program named ``claude`` (or
+    ``claude.exe``).  A shell in the foreground, even with a stale box above
+    its prompt, is not Claude Code.
+    """
+    try:
+        pane_info = procs.info(pane_pid)
+    except (procs.ProcessGone, procs.ProcessUnreadable):
+        return None
+    leader = pane_info.tty_pgrp if pane_info.tty_pgrp > 0 else pane_pid
+    try:
+        name = procs.exe_name(leader)
+        argv = procs.cmdline(leader)
+    except (procs.ProcessGone, procs.ProcessUnreadable):
+        return None
+    argv0 = os.path.basename(argv[0]) if argv else ""
+    if name not in CLAUDE_NAMES and argv0 not in CLAUDE_NAMES:
+        return None
+    return Agent(pid=leader, name="claude", version=_registry_version(leader))
+
+
+def _registry_version(pid: int) -> str | None:
+    """The version Claude Code wrote in its session registry, if it can be read."""
+    try:
+        env = procs.environ(pid)
+    except (procs.ProcessGone, procs.ProcessUnreadable):
+        return None
+    config = env.get("CLAUDE_CONFIG_DIR") or os.path.join(env.get("HOME", ""), ".claude")
+    try:
+        data = json.loads(Path(config, "sessions", f"{pid}.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    version = data.get("version") if isinstance(data, dict) else None
+    return version if isinstance(version, str) else None

@@ -1,0 +1,95 @@
+"""Helpers for live tests that drive fabrikito's own commands against bench seats."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+from fabrikito.bench import Seat
+from fabrikito.tmux import Server
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def write_team(
+    path: Path,
+    server: Server,
+    seats: Sequence[Seat],
+    *,
+    extra: Sequence[tuple[str, str]] = (),
+    name: str = "live",
+) -> Path:
+    """A team file whose roster is the bench ``seats`` (role, session) plus ``extra`` pairs."""
+    lines = [f'name = "{name}"', f'tmux_socket = "{server.socket_name}"', ""]
+    pairs = [(s.role, s.session, s.permission_mode) for s in seats] + [(r, s, "acceptEdits") for r, s in extra]
+    for role, session, mode in pairs:
+        lines += ["[[seat]]", f'role = "{role}"', f'session = "{session}"', f'permission_mode = "{mode}"', ""]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(lines), encoding="utf-8")
+    return path
+
+
+def clean_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TMUX", "CLAUDE_CODE_", "TEAM_ROLE", "FABRIKITO"))}
+    env["PYTHONPATH"] = str(REPO / "src")
+    env.update(extra or {})
+    return env
+
+
+def fabrikito(
+    *args: str,
+    team: Path,
+    role: str | None = "live-test",
+    stdin: str | None = None,
+    env: Mapping[str, str] | None = None,
+    timeout: float = 60.0,
+) -> subprocess.CompletedProcess[str]:
+    """Run ``python -m fabrikito <command> --team <team> args...`` as a sender would."""
+    extra = dict(env or {})
+    if role is not None:
+        extra["TEAM_ROLE"] = role
+    command, *rest = args
+    return subprocess.run(
+        [sys.executable, "-m", "fabrikito", command, "--team", str(team), *rest],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        env=clean_env(extra),
+        timeout=timeout,
+        check=False,
+    )
+
+
+def start_fabrikito(*args: str, team: Path, role: str = "live-test") -> subprocess.Popen[str]:
+    command, *rest = args
+    return subprocess.Popen(
+        [sys.executable, "-m", "fabrikito", command, "--team", str(team), *rest],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=clean_env({"TEAM_ROLE": role}),
+    )
+
+
+def log_lines(team: Path, name: str = "live") -> list[list[str]]:
+    path = team.parent / ".state" / name / "messages.log"
+    if not path.exists():
+        return []
+    return [line.split("\t") for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+def wait_for(check: Callable[[], bool], timeout: float, what: str, describe: Callable[[], str] = lambda: "") -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"timed out after {timeout:g}s waiting for {what}\n{describe()}")
+
+
+def screen(server: Server, pane: str) -> str:
+    return server.capture(pane)

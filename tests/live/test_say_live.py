@@ -1,0 +1,319 @@
+"""``say`` and ``flush`` against real Claude Code 2.1.316 seats, one rule a test."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from fabrikito.bench import SeatFactory
+from fabrikito.standin import Reply, StandIn
+from fabrikito.tmux import Server
+
+from .teamkit import fabrikito, log_lines, start_fabrikito, wait_for, write_team
+
+pytestmark = pytest.mark.live
+
+EXIT_REFUSED = 3
+
+
+def test_one_line_message_is_delivered_with_its_label(
+    seat_factory: SeatFactory, standin: StandIn, tmux_server: Server, tmp_path: Path
+) -> None:
+    seat = seat_factory.start("dev")
+    team = write_team(tmp_path / "team" / "team.toml", tmux_server, [seat])
+    mark = standin.mark()
+    done = fabrikito("say", "dev", "please review the patch", team=team)
+    assert done.returncode == 0, done.stderr
+    assert "delivered to dev" in done.stdout
+    request = standin.wait_for_request("dev", "please review the patch", since=mark)
+    assert "[from live-test] please review the patch" in request.last_user_text
+    assert log_lines(team)[-1][1:] == ["live-test", "dev", "delivered", "please review the patch"]
+
+
+def test_multi_line_and_long_messages_arrive_whole(
+    seat_factory: SeatFactory, standin: StandIn, tmux_server: Server, tmp_path: Path
+) -> None:
+    seat = seat_factory.start("dev")
+    team = write_team(tmp_path / "team" / "team.toml", tmux_server, [seat])
+    three = "line one\nline two\nline three"
+    mark = standin.mark()
+    done = fabrikito("say", "dev", team=team, stdin=three + "\n")
+    assert done.returncode == 0, done.stderr
+    request = standin.wait_for_request("dev", "line three", since=mark)
+    assert "[from live-test] line one\nline two\nline three" in request.last_user_text
+    long = "".join(f"{i:04d}-" for i in range(240))  # 1,200 characters: a placeholder in the box
+    mark = standin.mark()
+    done = fabrikito("say", "dev", long, team=team)
+    assert done.returncode == 0, done.stderr
+    request = standin.wait_for_request("dev", long[-50:], since=mark)
+    assert long in request.last_user_text
+    assert "[from live-test]" in request.last_user_text
+    assert log_lines(team)[-2][4] == "line one\\nline two\\nline three"
+
+
+def test_fullscreen_renderer_delivery(
+    seat_factory: SeatFactory, standin: StandIn, tmux_server: Server, tmp_path: Path
+) -> None:
+    seat = seat_factory.start("dev", renderer="fullscreen")
+    team = write_team(tmp_path / "team" / "team.toml", tmux_server, [seat])
+    mark = standin.mark()
+    done = fabrikito("say", "dev", "hello fullscreen", team=team)
+    assert done.returncode == 0, done.stderr
+    assert (
+        "[from live-test] hello fullscreen"
+        in standin.wait_for_request("dev", "hello fullscreen", since=mark).last_user_text
+    )
+
+
+def test_box_with_text_is_refused_then_refused_as_repeat_and_the_draft_is_untouched(
+    seat_factory: SeatFactory, standin: StandIn, tmux_server: Server, tmp_path: Path
+) -> None:
+    seat = seat_factory.start("dev")
+    team = write_team(tmp_path / "team" / "team.toml", tmux_server, [seat])
+    tmux_server.send_keys(seat.pane, "half-written draft", literal=True)
+    wait_for(lambda: "half-written draft" in tmux_server.capture(seat.pane), 10, "the draft to show")
+    before = standin.mark()
+    first = fabrikito("say", "dev", "are you there", team=team)
+    assert first.returncode == EXIT_REFUSED
+    assert "already holds text" in first.stderr
+    second = fabrikito("say", "dev", "are you there", team=team)
+    assert second.returncode == EXIT_REFUSED
+    assert "stop resending" in second.stderr
+    screen = tmux_server.capture(seat.pane)
+    assert "half-written draft" in screen
+    assert "[from" not in screen
+    assert standin.mark() == before or not any(
+        "are you there" in r.last_user_text for r in standin.requests("dev")[before:]
+    )
+    refusals = (team.parent / ".state" / "live" / "say-refusals.log").read_text().splitlines()
+    assert [line.split("\t")[1:] for line in refusals] == [
+        ["live-test", "dev", "box-text"],
+        ["live-test", "dev", "box-text-repeat"],
+    ]
+    assert [line[3] for line in log_lines(team)] == ["NOT-DELIVERED", "NOT-DELIVERED"]
+
+
+def test_permission_prompt_is_refused_and_nothing_is_typed(
+    seat_factory: SeatFactory, standin: StandIn, tmux_server: Server, tmp_path: Path
+) -> None:
+    seat = seat_factory.start("dev", permission_mode="default")
+    team = write_team(tmp_path / "team" / "team.toml", tmux_server, [seat])
+    standin.on("run the tool", Reply(tool="Bash", input={"command": "touch /tmp/fabrikito-never", "description": "t"}))
+    tmux_server.paste(seat.pane, "run the tool")
+    tmux_server.send_keys(seat.pane, "Enter")
+    wait_for(lambda: "Do you want to proceed?" in tmux_server.capture(seat.pane), 30, "the permission prompt")
+    before = tmux_server.capture(seat.pane)
+    done = fabrikito("say", "dev", "1", team=team)
+    assert done.returncode == EXIT_REFUSED, done.stdout + done.stderr
+    assert "screen not recognised as ready" in done.stderr or "dialog" in done.stderr
+    time.sleep(0.5)
+    assert tmux_server.capture(seat.pane) == before
+    assert log_lines(team)[-1][3] == "NOT-DELIVERED"
+
+
+def test_copy_mode_is_refused(seat_factory: SeatFactory, tmux_server: Server, tmp_path: Path) -> None:
+    seat = seat_factory.start("dev")
+    team = write_team(tmp_path / "team" / "team.toml", tmux_server, [seat])
+    tmux_server.run("copy-mode", "-t", seat.pane)
+    done = fabrikito("say", "dev", "hello", team=team)
+    assert done.returncode == EXIT_REFUSED
+    assert "copy mode" in done.stderr
+    tmux_server.run("send-keys", "-t", seat.pane, "-X", "cancel")
+    assert "[from" not in tmux_server.capture(seat.pane)
+
+
+def test_shell_pane_and_down_seat_are_refused(tmux_server: Server, tmp_path: Path) -> None:
+    pane = tmux_server.new_session("shell-seat", ["bash", "--norc", "--noprofile"], cwd=str(tmp_path))
+    fake_seats: list[tuple[str, str]] = [("sh", "shell-seat"), ("gone", "no-such-session")]
+    team = write_team(tmp_path / "team" / "team.toml", tmux_server, [], extra=fake_seats)
+    done = fabrikito("say", "sh", "echo pwned > /tmp/fabrikito-pwned", team=team)
+    assert done.returncode == EXIT_REFUSED
+    assert "not running Claude Code" in done.stderr
+    assert "pwned" not in tmux_server.capture(pane)
+    done = fabrikito("say", "gone", "hello", team=team)
+    assert done.returncode == EXIT_REFUSED
+    assert "down" in done.stderr
+
+
+def test_concurrent_senders_are_each_delivered_once_and_unmixed(
+    seat_factory: SeatFactory, standin: StandIn, tmux_server: Server, tmp_path: Path
+) -> None:
+    seat = seat_factory.start("dev")
+    team = write_team(tmp_path / "team" / "team.toml", tmux_server, [seat])
+    messages = [f"message number {i} " + chr(ord("a") + i) * 30 for i in range(8)]
+    procs = [start_fabrikito("say", "dev", m, team=team) for m in messages]
+    codes = [p.wait(timeout=120) for p in procs]
+    print("exit codes of the 8 senders:", codes)
+    lines = log_lines(team)
+    assert len(lines) == 8
+    delivered = [line[4] for line in lines if line[3] == "delivered"]
+    for code, proc in zip(codes, procs, strict=True):
+        assert code in (0, EXIT_REFUSED), proc.stderr.read() if proc.stderr else ""
+    assert sorted(delivered) == sorted(m for m, c in zip(messages, codes, strict=True) if c == 0)
+    assert len(delivered) >= 1
+
+    def all_arrived() -> bool:
+        seen = "\n".join(standin.last_user_texts("dev"))
+        return all(f"[from live-test] {m}" in seen for m in delivered)
+
+    wait_for(
+        all_arrived, 60, "every delivered message to reach the model", lambda: "\n".join(standin.last_user_texts("dev"))
+    )
+    texts = standin.last_user_texts("dev")
+    for m in delivered:
+        holding = [t for t in texts if m in t]
+        assert len(holding) == 1, f"{m!r} reached the model in {len(holding)} requests: {texts}"
+        assert f"[from live-test] {m}" in holding[0]
+
+
+def test_sigkill_mid_paste_then_flush_submits_the_fragment(
+    seat_factory: SeatFactory, standin: StandIn, tmux_server: Server, tmp_path: Path
+) -> None:
+    seat = seat_factory.start("dev")
+    team = write_team(tmp_path / "team" / "team.toml", tmux_server, [seat])
+    record = team.parent / ".state" / "live" / "say" / "paste-dev"
+    proc = start_fabrikito("say", "dev", "the message that was cut short", team=team)
+    wait_for(lambda: "[from live-test]" in tmux_server.capture(seat.pane), 20, "the label in the box")
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=10)
+    assert record.exists()
+    mark = standin.mark()
+    done = fabrikito("flush", "dev", team=team)
+    assert done.returncode == 0, done.stderr
+    assert "flushed dev" in done.stdout
+    request = standin.wait_for_request("dev", "[from live-test]", since=mark)
+    assert "[from live-test]" in request.last_user_text
+    assert not record.exists()
+    assert log_lines(team)[-1][1:] == ["live-test", "dev", "FLUSHED", "[flush]"]
+    again = fabrikito("flush", "dev", team=team)
+    assert again.returncode == 0
+    assert log_lines(team)[-1][3] == "FLUSH-NOTHING"
+
+
+def test_flush_never_submits_a_persons_draft(seat_factory: SeatFactory, tmux_server: Server, tmp_path: Path) -> None:
+    seat = seat_factory.start("dev")
+    team = write_team(tmp_path / "team" / "team.toml", tmux_server, [seat])
+    tmux_server.send_keys(seat.pane, "my own draft", literal=True)
+    wait_for(lambda: "my own draft" in tmux_server.capture(seat.pane), 10, "the draft")
+    done = fabrikito("flush", "dev", team=team)
+    assert done.returncode == EXIT_REFUSED
+    assert "left as it is" in done.stderr
+    time.sleep(0.3)
+    assert "my own draft" in tmux_server.capture(seat.pane)
+    assert log_lines(team)[-1][3] == "NOT-FLUSHED"
+
+
+def test_inline_tall_message_is_sent_by_its_visible_end(
+    seat_factory: SeatFactory, standin: StandIn, tmux_server: Server, tmp_path: Path
+) -> None:
+    seat = seat_factory.start("dev", width=60, height=10)
+    team = write_team(tmp_path / "team" / "team.toml", tmux_server, [seat])
+    message = " ".join(f"w{i:03d}" for i in range(150))  # 749 characters: taller than the pane, not collapsed
+    mark = standin.mark()
+    done = fabrikito("say", "--verbose", "dev", message, team=team)
+    assert done.returncode == 0, done.stderr
+    assert "growing window" not in done.stderr
+    assert message in standin.wait_for_request("dev", "w149", since=mark).last_user_text
+
+
+def test_small_window_is_grown_when_a_check_refuses_and_put_back(
+    seat_factory: SeatFactory, standin: StandIn, tmux_server: Server, tmp_path: Path
+) -> None:
+    # Fullscreen at 60x10: a box of 3 rows pushes the bottom rule off the screen, so the
+    # check after the paste refuses there and passes at 220x50.
+    seat = seat_factory.start("dev", width=60, height=10, renderer="fullscreen")
+    team = write_team(tmp_path / "team" / "team.toml", tmux_server, [seat])
+    window = f"={seat.session}:"
+    size_before = tmux_server.display(seat.pane, "#{window_width}x#{window_height}")
+    option_before = tmux_server.window_option(window, "window-size")
+    message = " ".join(f"x{i:03d}" for i in range(40))  # 159 characters: three rows at 60 columns
+    mark = standin.mark()
+    done = fabrikito("say", "--verbose", "dev", message, team=team)
+    assert done.returncode == 0, done.stderr
+    assert "growing window" in done.stderr
+    assert "put window" in done.stderr
+    assert message in standin.wait_for_request("dev", "x039", since=mark).last_user_text
+    assert tmux_server.display(seat.pane, "#{window_width}x#{window_height}") == size_before
+    assert tmux_server.window_option(window, "window-size") == option_before
+
+
+def test_bad_senders_and_empty_messages_are_refused_before_tmux(tmp_path: Path, tmux_server: Server) -> None:
+    team = write_team(tmp_path / "team" / "team.toml", tmux_server, [], extra=[("dev", "dev"), ("em", "em")])
+    for role, expected in (("owner", "refused"), ("launcher", "refused"), ("nobody", "not a role id")):
+        done = fabrikito("say", "dev", "hi", team=team, role=role)
+        assert done.returncode == EXIT_REFUSED
+        assert expected in done.stderr
+    done = fabrikito("say", "dev", "   ", team=team, role=None)
+    assert done.returncode == EXIT_REFUSED
+    assert "empty" in done.stderr
+    assert log_lines(team)[-1][1:4] == ["?", "dev", "NOT-DELIVERED"]
+    done = fabrikito("say", "dev", "to myself", team=team, role="dev")
+    assert done.returncode == EXIT_REFUSED
+    assert "itself" in done.stderr
+
+
+def test_say_all_reaches_every_seat_but_the_sender_with_one_log_line(
+    seat_factory: SeatFactory, standin: StandIn, tmux_server: Server, tmp_path: Path
+) -> None:
+    seats = seat_factory.start_many(["em", "dev", "qa"])
+    team = write_team(tmp_path / "team" / "team.toml", tmux_server, seats)
+    mark = standin.mark()
+    done = fabrikito("say", "all", "standup in five minutes", team=team, role="em")
+    assert done.returncode == 0, done.stderr
+    for role in ("dev", "qa"):
+        request = standin.wait_for_request(role, "standup in five minutes", since=mark)
+        assert "[from em] standup in five minutes" in request.last_user_text
+    assert not any("standup" in r.last_user_text for r in standin.requests("em")[0:] if r.index >= mark)
+    assert [line[1:] for line in log_lines(team)] == [["em", "all", "delivered", "standup in five minutes"]]
+
+
+@pytest.mark.parametrize("kind", ["symlink", "fifo", "hardlink"])
+def test_a_log_that_is_a_link_or_fifo_stops_say_before_anything_is_typed(
+    kind: str, seat_factory: SeatFactory, standin: StandIn, tmux_server: Server, tmp_path: Path
+) -> None:
+    seat = seat_factory.start("dev")
+    team = write_team(tmp_path / "team" / "team.toml", tmux_server, [seat])
+    state = team.parent / ".state" / "live"
+    state.mkdir(parents=True)
+    log = state / "messages.log"
+    elsewhere = tmp_path / "elsewhere.log"
+    elsewhere.write_text("")
+    if kind == "symlink":
+        log.symlink_to(elsewhere)
+    elif kind == "fifo":
+        os.mkfifo(log)
+    else:
+        os.link(elsewhere, log)
+    mark = standin.mark()
+    done = fabrikito("say", "dev", "must not arrive", team=team, timeout=30)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "could not be written" in done.stderr
+    assert "nothing was delivered" in done.stderr
+    time.sleep(1.0)
+    assert "must not arrive" not in tmux_server.capture(seat.pane)
+    assert not any("must not arrive" in r.last_user_text for r in standin.requests("dev") if r.index >= mark)
+    assert elsewhere.read_text() == ""
+
+
+def test_a_grown_window_is_put_back_when_say_is_terminated(
+    seat_factory: SeatFactory, tmux_server: Server, tmp_path: Path
+) -> None:
+    seat = seat_factory.start("dev", width=60, height=10, renderer="fullscreen")
+    team = write_team(tmp_path / "team" / "team.toml", tmux_server, [seat])
+    # Copy mode is refused at every size, so say grows the window, checks again, and refuses:
+    # terminate it while the window is grown.
+    tmux_server.run("copy-mode", "-t", seat.pane)
+    proc = start_fabrikito("say", "dev", "never typed", team=team)
+
+    def grown() -> bool:
+        return tmux_server.display(seat.pane, "#{window_width}") == "220"
+
+    wait_for(grown, 20, "say to grow the window")
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(timeout=20)
+    assert tmux_server.display(seat.pane, "#{window_width}x#{window_height}") == "60x10"
+    assert tmux_server.window_option(f"={seat.session}:", "window-size") is None

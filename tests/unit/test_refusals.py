@@ -1,0 +1,84 @@
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from fabrikito import refusals
+from fabrikito.refusals import RefusalClass
+
+
+@pytest.fixture
+def dirs(tmp_path: Path) -> tuple[Path, Path]:
+    say_dir = tmp_path / "say"
+    say_dir.mkdir()
+    return tmp_path, say_dir
+
+
+def reg(dirs: tuple[Path, Path], sender: str, role: str, text: str, now: float) -> RefusalClass:
+    return refusals.register(dirs[0], dirs[1], sender=sender, role=role, text=text, now=now)
+
+
+def test_same_text_same_sender_within_the_window_is_a_repeat(dirs: tuple[Path, Path]) -> None:
+    assert reg(dirs, "em", "dev", "hi", 1000) is RefusalClass.BOX_TEXT
+    assert reg(dirs, "em", "dev", "hi", 1100) is RefusalClass.BOX_TEXT_REPEAT
+    assert reg(dirs, "qa", "dev", "hi", 1101) is RefusalClass.BOX_TEXT  # another sender
+    assert reg(dirs, "em", "dev", "other", 1102) is RefusalClass.BOX_TEXT
+    assert reg(dirs, "em", "dev", "hi", 1103) is RefusalClass.BOX_TEXT_REPEAT  # alternating does not hide it
+
+
+def test_outside_the_window_is_not_a_repeat(dirs: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FABRIKITO_SAY_RESEND_WINDOW", "10")
+    reg(dirs, "em", "dev", "hi", 1000)
+    assert reg(dirs, "em", "dev", "hi", 1011) is RefusalClass.BOX_TEXT
+
+
+def test_old_variable_name_is_read_and_bad_values_mean_the_default(
+    dirs: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FACTORY_SAY_RESEND_WINDOW", "5")
+    assert refusals.resend_window() == 5
+    monkeypatch.setenv("FABRIKITO_SAY_RESEND_WINDOW", "soon")
+    assert refusals.resend_window() == 300
+    monkeypatch.setenv("FACTORY_SAY_NOTICE_COUNT", "2")
+    assert refusals.notice_count() == 2
+
+
+def test_only_the_last_eight_texts_are_kept(dirs: tuple[Path, Path]) -> None:
+    for i in range(9):
+        reg(dirs, "em", "dev", f"text {i}", 1000 + i)
+    assert reg(dirs, "em", "dev", "text 0", 1010) is RefusalClass.BOX_TEXT
+    assert reg(dirs, "em", "dev", "text 8", 1011) is RefusalClass.BOX_TEXT_REPEAT
+
+
+def test_sec_is_never_hashed(dirs: tuple[Path, Path]) -> None:
+    assert reg(dirs, "em", "sec", "secret", 1000) is RefusalClass.BOX_TEXT
+    assert reg(dirs, "em", "sec", "secret", 1001) is RefusalClass.BOX_TEXT
+    assert reg(dirs, "sec", "dev", "finding", 1002) is RefusalClass.BOX_TEXT
+    assert reg(dirs, "sec", "dev", "finding", 1003) is RefusalClass.BOX_TEXT
+    data = (dirs[1] / "box-sec.json").read_text()
+    assert "hash" not in data
+
+
+def test_refusals_log_has_no_message_and_no_hash(dirs: tuple[Path, Path]) -> None:
+    reg(dirs, "em", "dev", "the secret text", 1000)
+    reg(dirs, "em", "dev", "the secret text", 1001)
+    lines = (dirs[0] / "say-refusals.log").read_text().splitlines()
+    assert [line.split("\t")[1:] for line in lines] == [["em", "dev", "box-text"], ["em", "dev", "box-text-repeat"]]
+    assert "secret" not in "".join(lines)
+    record = dirs[1] / "box-dev.json"
+    assert stat.S_IMODE(os.lstat(record).st_mode) == 0o600
+
+
+def test_notice_after_three_refusals_until_cleared(dirs: tuple[Path, Path]) -> None:
+    for i in range(2):
+        reg(dirs, "em", "dev", f"t{i}", 1000 + i)
+    assert refusals.notices(dirs[1], ["dev"]) == []
+    reg(dirs, "em", "dev", "t2", 1005)
+    [notice] = refusals.notices(dirs[1], ["dev", "qa"])
+    assert (notice.role, notice.count, notice.last) == ("dev", 3, 1005)
+    refusals.clear(dirs[1], "dev")
+    assert refusals.notices(dirs[1], ["dev"]) == []
+    assert reg(dirs, "em", "dev", "t2", 1006) is RefusalClass.BOX_TEXT
