@@ -1,0 +1,114 @@
+"""``status`` for 12 seats: tmux calls made and wall time against a bare interpreter start.
+
+Brings up 12 real Claude Code seats offline (as ``bench_up.py`` does; not
+timed), then:
+
+* counts the tmux processes one ``fabrikito status`` starts, through a
+  ``tmux`` shim first on ``PATH`` that logs each call and execs the real one;
+* times ``python -m fabrikito status`` against ``python -c pass``,
+  interleaved, and ``status.collect`` in-process.
+
+Writes the "status" section of docs/benchmarks.md.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "src")]
+
+from bench.bench_up import offline_team, stop  # noqa: E402 -- after the path is set
+from bench.report import write_section  # noqa: E402
+
+from fabrikito import bench, launcher, status  # noqa: E402
+from fabrikito.standin import StandIn  # noqa: E402
+
+SEATS = int(os.environ.get("BENCH_SEATS", "12"))
+RUNS = int(os.environ.get("BENCH_RUNS", "20"))
+
+
+def timed(argv: list[str], env: dict[str, str]) -> float:
+    started = time.perf_counter()
+    subprocess.run(argv, env=env, check=True, capture_output=True)
+    return time.perf_counter() - started
+
+
+def main() -> None:
+    for name in bench.stripped_names(os.environ):
+        os.environ.pop(name, None)
+    real_tmux = shutil.which("tmux")
+    assert real_tmux is not None
+    standin = StandIn().start()
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            home = bench.make_home(Path(tmp) / "home")
+            roles = [f"s{i:02d}" for i in range(SEATS)]
+            team = offline_team(Path(tmp) / "team", "st", roles, standin, home, f"fab-bs-{secrets.token_hex(3)}")
+            try:
+                result = launcher.up(team, out=lambda _line: None)
+                assert not result.failed, result.failed
+                shim = Path(tmp) / "bin"
+                shim.mkdir()
+                calls = Path(tmp) / "tmux-calls"
+                (shim / "tmux").write_text(f'#!/bin/sh\necho "$*" >> {calls}\nexec {real_tmux} "$@"\n')
+                (shim / "tmux").chmod(0o755)
+                env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "PATH": f"{shim}:{os.environ['PATH']}"}
+                cli = [sys.executable, "-m", "fabrikito", "status", "--team", str(team.path)]
+                out = subprocess.run(cli, env=env, check=True, capture_output=True, text=True).stdout
+                tmux_calls = len(calls.read_text().splitlines())
+                states = [line.split()[3] for line in out.splitlines()[2 : 2 + SEATS]]
+                bare = [sys.executable, "-c", "pass"]
+                times: dict[str, list[float]] = {"python -c pass": [], "fabrikito status": []}
+                for _ in range(RUNS):
+                    times["python -c pass"].append(timed(bare, env))
+                    times["fabrikito status"].append(timed(cli, env))
+                inproc = []
+                for _ in range(RUNS):
+                    t0 = time.perf_counter()
+                    found = status.collect(team)
+                    inproc.append(time.perf_counter() - t0)
+                    assert found.tmux_calls <= 2
+            finally:
+                stop(team, home)
+    finally:
+        standin.stop()
+    median = {k: statistics.median(v) * 1000 for k, v in times.items()}
+    collect_ms = statistics.median(inproc) * 1000
+    ratio = median["fabrikito status"] / median["python -c pass"]
+    print(f"tmux calls: {tmux_calls}; states: {states}")
+    print(f"medians: {median}; collect in-process {collect_ms:.1f} ms; ratio {ratio:.1f}x")
+    body = "\n".join(
+        [
+            f"## `status` for {SEATS} seats: tmux calls and wall time",
+            "",
+            f"{SEATS} real Claude Code 2.1.316 seats, offline, idle after their kickoffs (states seen: "
+            f"{', '.join(sorted(set(states)))}). tmux calls are counted by a `tmux` shim on `PATH`.",
+            "",
+            "| measure | value |",
+            "|---|---|",
+            f"| tmux calls by one `fabrikito status` | **{tmux_calls}** (goal: at most 2) |",
+            f"| `python -c pass`, median | {median['python -c pass']:.1f} ms |",
+            f"| `python -m fabrikito status`, median | {median['fabrikito status']:.1f} ms |",
+            f"| `status.collect` in-process, median | {collect_ms:.1f} ms |",
+            "",
+            f"`status` costs **{ratio:.1f}x** a bare interpreter start ({RUNS} interleaved runs each). One call lists",
+            "every pane (`list-panes -a`); one more reads every seat's screen (`display-message` and",
+            "`capture-pane` chained in one tmux invocation, read-only). The rest is `/proc`, the registry",
+            "files and the tail of the log; `--no-screens` drops the second call (and the `box holds text`",
+            "state with it).",
+        ]
+    )
+    write_section("status", body)
+
+
+if __name__ == "__main__":
+    main()

