@@ -484,6 +484,8 @@ def wait_ready(server: Server, seat: Seat, *, timeout: float = 60.0, started: fl
         entry = read_registry(seat.registry)
         if entry is None or not entry.get("messagingSocketPath"):
             return None
+        if entry.get("nameSource") == "derived":
+            return None  # the first write holds a derived name; the -n name follows it
         if not box_ready(server, seat.pane, seat.session):
             return None
         sock = str(entry["messagingSocketPath"])
@@ -664,3 +666,24 @@ class SeatFactory:
         except TmuxError:
             pass
         stop_pids(pids)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m fabrikito.bench install``: install the pinned Claude Code into ``.tools/``."""
+    import sys
+
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args != ["install"]:
+        print("usage: python -m fabrikito.bench install", file=sys.stderr)
+        return 2
+    try:
+        binary = ensure_claude()
+    except FabrikitoError as exc:
+        print(f"fabrikito bench: {exc.message}", file=sys.stderr)
+        return exc.exit_code
+    print(f"Claude Code {CLAUDE_VERSION}: {binary}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from fabrikito.errors import FabrikitoError
+from fabrikito.send import build_send, build_sessions, build_wait_idle
 
 Builder = Callable[[argparse.ArgumentParser], None]
 
@@ -42,12 +43,106 @@ def _build_check(p: argparse.ArgumentParser) -> None:
     _json_arg(p)
 
 
+def _build_say(p: argparse.ArgumentParser) -> None:
+    _team_arg(p)
+    p.add_argument("role", help="the seat's role id, or all (every seat but the sender)")
+    p.add_argument("message", nargs="*", help="the message (read from stdin when omitted or -)")
+    p.add_argument("-v", "--verbose", action="store_true", help="say each step on stderr (checks, pastes, resizes)")
+    p.epilog = (
+        "exit status: 0 delivered; 1 the log line could not be written (the output says whether it was "
+        "delivered); 2 bad usage or team file; 3 refused, nothing typed; 4 typed but not submitted "
+        "(see flush)"
+    )
+
+
+def _build_flush(p: argparse.ArgumentParser) -> None:
+    _team_arg(p)
+    p.add_argument("role", help="the seat whose box holds text say left there")
+    p.epilog = "exit status: 0 flushed or nothing to flush; 1 log line not written; 2 bad usage; 3 not flushed"
+
+
+def _build_log(p: argparse.ArgumentParser) -> None:
+    _team_arg(p)
+    p.add_argument("--from", dest="sender", action="append", metavar="ROLE", help="only lines from ROLE (repeatable)")
+    p.add_argument("--to", dest="recipient", action="append", metavar="ROLE", help="only lines to ROLE (repeatable)")
+    p.add_argument("--outcome", action="append", metavar="OUTCOME", help="only lines with OUTCOME (repeatable)")
+    p.add_argument("--since", metavar="WHEN", help="from this local time (2026-10-30T14:05, 14:05) or age (10m, 2h)")
+    p.add_argument("--until", metavar="WHEN", help="up to this local time or age, inclusive")
+    p.add_argument("--follow", "-f", action="store_true", help="keep printing lines as they are appended")
+    p.add_argument("--json", action="store_true", help="print JSON (JSON lines with --follow)")
+
+
+def _build_up(p: argparse.ArgumentParser) -> None:
+    _team_arg(p)
+    p.add_argument("roles", nargs="*", metavar="ROLE", help="start only these seats (default: every seat)")
+    p.add_argument("--timeout", type=float, default=90.0, help="seconds to wait for each seat's box (default 90)")
+    p.epilog = "exit status: 0 every seat up; 1 a seat failed (the output says what to do); 2 invalid team file"
+
+
+def _build_down(p: argparse.ArgumentParser) -> None:
+    _team_arg(p)
+    p.add_argument("roles", nargs="*", metavar="ROLE", help="stop only these seats (default: every seat)")
+
+
+def _build_status(p: argparse.ArgumentParser) -> None:
+    _team_arg(p)
+    _json_arg(p)
+    p.add_argument(
+        "--no-screens", action="store_true", help="do not read the seats' screens (one tmux call; no 'box holds text')"
+    )
+
+
+def _build_demo(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--dir", metavar="DIR", help="where the demo keeps its team file and state (default: a temp dir)")
+    p.add_argument("--stop", action="store_true", help="stop a running demo: its seats and its stand-in model")
+    p.add_argument("--tmux-socket", default="fabrikito-demo", metavar="NAME", help="its tmux server (-L NAME)")
+
+
 COMMANDS: tuple[Command, ...] = (
     Command(
         "check",
         "validate the team file and show each seat's permission class, hooks and kickoff",
         "fabrikito.commands:cmd_check",
         _build_check,
+    ),
+    Command(
+        "say",
+        "type a labelled message into a seat's Claude Code box, or refuse with the reason",
+        "fabrikito.commands:cmd_say",
+        _build_say,
+    ),
+    Command(
+        "flush",
+        "submit text that an interrupted say left in a seat's box (never a person's draft)",
+        "fabrikito.commands:cmd_flush",
+        _build_flush,
+    ),
+    Command(
+        "log",
+        "read the message log: who sent what to whom, and what came of it",
+        "fabrikito.logview:cmd_log",
+        _build_log,
+    ),
+    Command("send", "post a message into a Claude Code session's inbox", "fabrikito.send:cmd_send", build_send),
+    Command(
+        "sessions", "list the live Claude Code sessions in the registry", "fabrikito.send:cmd_sessions", build_sessions
+    ),
+    Command(
+        "wait-idle",
+        "wait until a Claude Code session is idle (or exits)",
+        "fabrikito.send:cmd_wait_idle",
+        build_wait_idle,
+    ),
+    Command("up", "start the team's seats and give each its kickoff", "fabrikito.commands:cmd_up", _build_up),
+    Command(
+        "down", "stop the team's seats (the state and the log are kept)", "fabrikito.commands:cmd_down", _build_down
+    ),
+    Command("status", "show every seat's state and its last messages", "fabrikito.commands:cmd_status", _build_status),
+    Command(
+        "demo",
+        "run the example team offline: real Claude Code seats, a stand-in model",
+        "fabrikito.commands:cmd_demo",
+        _build_demo,
     ),
 )
 

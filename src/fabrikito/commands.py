@@ -20,3 +20,110 @@ def cmd_check(args: argparse.Namespace) -> int:
     else:
         print(check.render(report))
     return report.exit_code
+
+
+def _read_message(parts: list[str]) -> tuple[str, bool]:
+    """The message from the arguments (joined by spaces), or from stdin when
+    there are none or the only one is ``-``."""
+    import sys
+
+    from fabrikito.errors import UsageError
+
+    if parts and parts != ["-"]:
+        return " ".join(parts), False
+    if sys.stdin is None or sys.stdin.isatty():
+        raise UsageError("no message: give it as arguments, or pipe it on stdin")
+    data = sys.stdin.buffer.read()
+    try:
+        return data.decode("utf-8"), True
+    except UnicodeDecodeError:
+        raise UsageError("the message on stdin is not UTF-8 text") from None
+
+
+def cmd_say(args: argparse.Namespace) -> int:
+    import os
+
+    from fabrikito import say, teamfile
+
+    team = teamfile.load(args.team)
+    text, from_stdin = _read_message(args.message)
+    text = say.prepare_text(text, from_stdin=from_stdin)
+    return say.run_say(
+        team,
+        team.server(),
+        args.role,
+        text,
+        env_role=os.environ.get("TEAM_ROLE") or None,
+        out=say.STDOUT,
+        err=say.STDERR,
+        trace=say.STDERR if args.verbose else say.no_trace,
+    )
+
+
+def cmd_flush(args: argparse.Namespace) -> int:
+    import os
+
+    from fabrikito import flush, say, teamfile
+
+    team = teamfile.load(args.team)
+    return flush.run_flush(
+        team, team.server(), args.role, env_role=os.environ.get("TEAM_ROLE") or None, out=say.STDOUT, err=say.STDERR
+    )
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    from fabrikito import check, launcher, status, teamfile
+
+    team = teamfile.load(args.team)
+    report = check.run(team)
+    for warning in report.warnings:
+        _line(f"WARNING: {warning.message}")
+    result = launcher.up(team, args.roles, out=_line, timeout=args.timeout)
+    _line("")
+    _line(status.render(status.collect(team)))
+    for failed in result.failed:
+        _line(f"\n{failed.role} did not come up: {failed.detail}")
+    return result.exit_code
+
+
+def cmd_down(args: argparse.Namespace) -> int:
+    from fabrikito import launcher, teamfile
+
+    team = teamfile.load(args.team)
+    return launcher.down(team, args.roles, out=_line)
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from fabrikito import status, teamfile
+
+    team = teamfile.load(args.team)
+    found = status.collect(team, screens=not args.no_screens)
+    if args.json:
+        _line(json.dumps(status.to_json(found), indent=2, ensure_ascii=False))
+    else:
+        _line(status.render(found))
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from fabrikito import demo
+
+    if args.stop:
+        return demo.stop(demo.demo_dir(args.dir), out=_line)
+    return demo.run(demo.demo_dir(args.dir), out=_line, socket=args.tmux_socket)
+
+
+def _line(text: str) -> None:
+    """Print a line; a closed stdout (``| head``) ends the output quietly, not the command."""
+    import os
+    import sys
+
+    try:
+        print(text, flush=True)
+    except BrokenPipeError:
+        try:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except OSError:
+            pass
+    except OSError:
+        pass

@@ -23,13 +23,16 @@ wrong and what to do; unknown keys are errors.
 
 from __future__ import annotations
 
+import os
 import re
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from fabrikito.tmux import Server
 
 from fabrikito.errors import TeamFileError
 
@@ -121,6 +124,12 @@ class Team:
     def log_path(self) -> Path:
         return self.state_dir / "messages.log"
 
+    def server(self) -> Server:
+        """The team's tmux server (the default one when the file names none)."""
+        from fabrikito.tmux import Server
+
+        return Server(socket_name=self.tmux_socket, socket_path=self.tmux_socket_path)
+
     def seat(self, role: str) -> Seat | None:
         for seat in self.seats:
             if seat.role == role:
@@ -151,7 +160,10 @@ def _mode_in_args(args: tuple[str, ...]) -> str | None:
 
 
 def resolve_team_path(path: str | None) -> Path:
-    return Path(path if path is not None else DEFAULT_TEAM_FILE).absolute()
+    """``--team`` when given, else ``$FABRIKITO_TEAM`` (set in every seat by ``up``), else ./team.toml."""
+    if path is None:
+        path = os.environ.get("FABRIKITO_TEAM") or DEFAULT_TEAM_FILE
+    return Path(path).absolute()
 
 
 def load(path: str | Path | None = None) -> Team:
@@ -168,6 +180,8 @@ def load(path: str | Path | None = None) -> Team:
         raise TeamFileError(
             f"{team_path}: cannot read the team file ({exc.strerror}): check its permissions."
         ) from None
+    import tomllib
+
     try:
         data = tomllib.loads(raw.decode("utf-8"))
     except UnicodeDecodeError:

@@ -128,14 +128,20 @@ def test_same_name_is_ambiguous_and_cwd_picks(
         sock = entry.get("messagingSocketPath")
         return entry if isinstance(sock, str) and os.path.exists(sock) else None
 
-    entries = [bench.wait_until(partial(registered, seat), 60, what=f"{seat.role} to register") for seat in seats]
+    for seat in seats:
+        bench.wait_until(partial(registered, seat), 60, what=f"{seat.role} to register")
+    # Let both settle first: Claude Code rewrites its entry on every status change, which
+    # would put the collision name back over the shared one.
+    time.sleep(3)
+    entries = [registered(seat) or {} for seat in seats]
     renamed = [e for e in entries if e.get("name") != "fab-dup"]
     for entry, seat in zip(entries, seats, strict=True):
         if entry.get("name") != "fab-dup":
             assert entry.get("nameSource") == "collision", entry
-            seat.registry.write_text(json.dumps({**entry, "name": "fab-dup"}), encoding="utf-8")
+            scratch = seat.registry.with_name(seat.registry.name + ".tmp")
+            scratch.write_text(json.dumps({**entry, "name": "fab-dup"}), encoding="utf-8")
+            scratch.replace(seat.registry)
     print(f"renamed by Claude Code on the collision: {[e.get('name') for e in renamed]}")
-    time.sleep(2)  # let both finish drawing their first screen
     text = f"to one of two ({time.monotonic_ns()})"
     since = standin.mark()
     done = run_cli(claude_home, "send", "--to", "fab-dup", text, cwd=tmp_path)
