@@ -17,6 +17,7 @@ docs/benchmarks.md.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import statistics
 import subprocess
@@ -30,7 +31,9 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "src"))
 
 from bench.report import write_section  # noqa: E402
+
 from fabrikito import bench, say, seatpane, teamfile  # noqa: E402
+from fabrikito.errors import TmuxError  # noqa: E402
 from fabrikito.standin import StandIn  # noqa: E402
 from fabrikito.tmux import Server  # noqa: E402
 
@@ -51,8 +54,14 @@ def main() -> None:
         root = Path(tmp)
         home = bench.make_home(root / "home")
         seat = bench.start_seat(
-            server, binary=binary, role="dev", home=home, cwd=root / "work", base_url=standin.base_url("dev"),
-            width=120, height=40,
+            server,
+            binary=binary,
+            role="dev",
+            home=home,
+            cwd=root / "work",
+            base_url=standin.base_url("dev"),
+            width=120,
+            height=40,
         )
         team_path = root / "team.toml"
         team_path.write_text(
@@ -86,7 +95,10 @@ def main() -> None:
                 t0 = time.perf_counter()
                 done = subprocess.run(
                     [sys.executable, "-m", "fabrikito", "say", "--team", str(team_path), "dev", f"cli round {i} look"],
-                    env=env, capture_output=True, text=True, check=False,
+                    env=env,
+                    capture_output=True,
+                    text=True,
+                    check=False,
                 )
                 times["say CLI"].append(time.perf_counter() - t0)
                 assert done.returncode == 0, done.stderr
@@ -97,7 +109,9 @@ def main() -> None:
             procs = [
                 subprocess.Popen(
                     [sys.executable, "-c", _SENDER, str(team_path), str(n), str(EACH)],
-                    env=env, stdout=subprocess.PIPE, text=True,
+                    env=env,
+                    stdout=subprocess.PIPE,
+                    text=True,
                 )
                 for n in range(SENDERS)
             ]
@@ -115,15 +129,14 @@ def main() -> None:
                     break
                 time.sleep(0.5)
         finally:
-            try:
+            with contextlib.suppress(TmuxError):
                 server.kill_server()
-            except Exception:  # noqa: BLE001 -- the server may be gone already
-                pass
             bench.stop_pids(bench.home_pids(home))
     median = {name: statistics.median(v) * 1000 for name, v in times.items()}
     floor = median["floor (paste + render)"]
     rows = [
-        f"| {name} | {median[name]:.0f} | {min(v) * 1000:.0f} | {median[name] / floor:.1f}x |" for name, v in times.items()
+        f"| {name} | {median[name]:.0f} | {min(v) * 1000:.0f} | {median[name] / floor:.1f}x |"
+        for name, v in times.items()
     ]
     body = "\n".join(
         [

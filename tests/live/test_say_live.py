@@ -317,3 +317,18 @@ def test_a_grown_window_is_put_back_when_say_is_terminated(
     proc.wait(timeout=20)
     assert tmux_server.display(seat.pane, "#{window_width}x#{window_height}") == "60x10"
     assert tmux_server.window_option(f"={seat.session}:", "window-size") is None
+
+
+def test_a_pane_whose_claude_was_killed_is_down_even_with_a_stale_box(
+    seat_factory: SeatFactory, tmux_server: Server, tmp_path: Path
+) -> None:
+    seat = seat_factory.start("dev")
+    team = write_team(tmp_path / "team" / "team.toml", tmux_server, [seat])
+    tmux_server.run("set-option", "-w", "-t", f"={seat.session}:", "remain-on-exit", "on")
+    os.kill(seat.pid, signal.SIGKILL)
+    wait_for(lambda: tmux_server.display(seat.pane, "#{pane_dead}") == "1", 10, "the pane to be dead")
+    assert "\u276f\u00a0" in tmux_server.capture(seat.pane)  # the box is still drawn
+    done = fabrikito("say", "dev", "anyone there", team=team)
+    assert done.returncode == EXIT_REFUSED
+    assert "down" in done.stderr
+    assert "anyone there" not in tmux_server.capture(seat.pane)
