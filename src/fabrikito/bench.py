@@ -34,6 +34,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
+from fabrikito import procs
 from fabrikito.errors import FabrikitoError, TmuxError
 from fabrikito.standin import StandIn
 from fabrikito.tmux import Server
@@ -551,17 +552,17 @@ def stop_pids(pids: Iterable[int], *, grace: float = 3.0) -> None:
     killed hard or exits from a startup dialog.
     """
     pids = list(pids)
-    alive = [p for p in pids if _alive(p)]
+    alive = [p for p in pids if procs.alive(p)]
     for pid in alive:
         try:
             os.kill(pid, signal.SIGTERM)
         except ProcessLookupError:
             pass
     deadline = time.monotonic() + grace
-    while time.monotonic() < deadline and any(_alive(p) for p in alive):
+    while time.monotonic() < deadline and any(procs.alive(p) for p in alive):
         time.sleep(0.05)
     for pid in alive:
-        if _alive(pid):
+        if procs.alive(pid):
             try:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
@@ -572,7 +573,7 @@ def stop_pids(pids: Iterable[int], *, grace: float = 3.0) -> None:
 def remove_stale_sockets(pids: Iterable[int]) -> None:
     """Remove ``/tmp/cc-socks/<pid>.sock`` for each pid that is no longer running."""
     for pid in pids:
-        if _alive(pid):
+        if procs.alive(pid):
             continue
         path = SOCKET_DIR / f"{pid}.sock"
         try:
@@ -590,20 +591,6 @@ def home_pids(home: Path) -> list[int]:
         if entry is not None and isinstance(entry.get("pid"), int):
             out.append(int(entry["pid"]))
     return out
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
-            return f.read().split(") ", 1)[1][:1] != "Z"
-    except (OSError, IndexError):
-        return True
 
 
 # -- a group of seats --------------------------------------------------------------

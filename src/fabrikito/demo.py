@@ -39,6 +39,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from fabrikito import procs
 from fabrikito.errors import FabrikitoError
 
 if TYPE_CHECKING:
@@ -130,20 +131,8 @@ def demo_team_text(example: Mapping[str, Any], *, binary: Path, home: Path, base
 # -- the stand-in as a background process --------------------------------------------------
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def running_standin(directory: Path) -> int | None:
     """The pid of the demo's stand-in when it still runs (checked by its command line)."""
-    from fabrikito import procs
-
     try:
         pid = int((directory / "standin.pid").read_text(encoding="ascii").strip())
     except (OSError, ValueError):
@@ -197,8 +186,8 @@ def _stop_pid(pid: int, grace: float = 3.0) -> None:
         try:
             done, _ = os.waitpid(pid, os.WNOHANG)
         except ChildProcessError:
-            done = 0 if _pid_alive(pid) else pid
-        if done == pid or not _pid_alive(pid):
+            done = 0 if procs.alive(pid) else pid
+        if done == pid or not procs.alive(pid):
             return
         time.sleep(0.05)
     try:

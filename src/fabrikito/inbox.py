@@ -81,20 +81,7 @@ EXIT_TOO_LARGE = 7
 EXIT_WRITE_FAILED = 8
 EXIT_SESSION_EXITED = 9
 EXIT_WAIT_TIMEOUT = 10
-
-EXIT_CODES_HELP = """\
-exit status:
-  0   written to the session's inbox socket (in its inbox, not yet known to be delivered)
-  1   other failure (send: written or not, the message log line could not be written)
-  2   usage: no message, an empty message, or text that is not valid Unicode
-  3   no such session in the registry
-  4   ambiguous: several live sessions match (candidates listed; add --cwd)
-  5   stale: the matching registry files belong to processes that are gone
-  6   connection refused or failed (socket missing, refused, not permitted, no answer)
-  7   too large: over 1,000,000 characters serialized; nothing was sent
-  8   connected, but the message could not be written whole
-  9   wait-idle: the session exited
-  10  wait-idle: the timeout passed"""
+# The table of these codes for people is send.EXIT_CODES_HELP (--help of send, sessions, wait-idle).
 
 
 # -- errors -----------------------------------------------------------------------

@@ -52,7 +52,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from fabrikito import msglog, seatpane, statedir
+from fabrikito import msglog, procs, seatpane, statedir
 from fabrikito.errors import FabrikitoError, TmuxError, UsageError
 from fabrikito.screen import ScreenState, recogniser_for
 from fabrikito.teamfile import Seat, Team
@@ -685,7 +685,7 @@ def down(
     deadline = time.monotonic() + grace
     left = [(s, p) for s, p in stopped if p]
     while left and time.monotonic() < deadline:
-        left = [(s, p) for s, p in left if _alive(p)]
+        left = [(s, p) for s, p in left if procs.alive(p)]
         if left:
             time.sleep(0.05)
     for seat, pid in left:
@@ -693,17 +693,3 @@ def down(
     if stopped:
         out(f"the state directory and the message log are kept: {team.state_dir}")
     return 1 if failed else 0
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
-            return f.read().split(") ", 1)[1][:1] != "Z"
-    except (OSError, IndexError):
-        return True

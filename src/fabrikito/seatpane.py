@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -104,7 +105,14 @@ def look(server: Server, pane_id: str) -> Look:
     values = head.split(SEP)
     if len(values) != len(SNAP_FIELDS):
         raise TmuxError(["display-message", "-t", pane_id], returncode=0, stderr=head, reason="unexpected answer")
-    meta = dict(zip(SNAP_FIELDS, values, strict=True))
+    found = look_from(dict(zip(SNAP_FIELDS, values, strict=True)), screen)
+    if found is None:
+        raise TmuxError(["display-message", "-t", pane_id], returncode=0, stderr=head, reason="unexpected answer")
+    return found
+
+
+def look_from(meta: Mapping[str, str], screen: str) -> Look | None:
+    """A :class:`Look` from the ``SNAP_FIELDS`` values tmux printed and the screen; ``None`` if malformed."""
     try:
         snap = PaneSnapshot(
             ansi=screen,
@@ -123,10 +131,8 @@ def look(server: Server, pane_id: str) -> Look:
             window_height=int(meta["window_height"]),
             pane_pid=int(meta["pane_pid"]),
         )
-    except ValueError:
-        raise TmuxError(
-            ["display-message", "-t", pane_id], returncode=0, stderr=head, reason="unexpected answer"
-        ) from None
+    except (KeyError, ValueError):
+        return None
 
 
 def foreground_agent(pane_pid: int) -> Agent | None:

@@ -37,9 +37,9 @@ if TYPE_CHECKING:
 LIVE_TEST_SENDER = "live-test"
 
 
-def _epilog() -> str:
-    # The table lives in fabrikito.inbox; this copy keeps --help from importing it.
-    return """\
+# The exit codes are fabrikito.inbox.EXIT_*; the table is here so that building the
+# parser (on every command) does not import the inbox library.
+EXIT_CODES_HELP = """\
 exit status:
   0   written to the session's inbox socket (in its inbox, not yet known to be delivered)
   1   other failure (send: written or not, the message log line could not be written)
@@ -52,6 +52,10 @@ exit status:
   8   connected, but the message could not be written whole
   9   wait-idle: the session exited
   10  wait-idle: the timeout passed"""
+
+
+def _epilog() -> str:
+    return EXIT_CODES_HELP
 
 
 def _common(p: argparse.ArgumentParser) -> None:

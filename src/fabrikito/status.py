@@ -38,7 +38,7 @@ from typing import Any
 
 from fabrikito import msglog, procs, seatpane
 from fabrikito.errors import TmuxError
-from fabrikito.screen import BoxReading, PaneSnapshot, ScreenState, recogniser_for
+from fabrikito.screen import BoxReading, ScreenState, recogniser_for
 from fabrikito.teamfile import Seat, Team
 from fabrikito.tmux import Server
 
@@ -155,7 +155,7 @@ def parse_looks(out: str, marker: str, pane_ids: Sequence[str]) -> dict[str, sea
     def flush() -> None:
         if head is None:
             return
-        look = _look_from(head, "\n".join(screen) + ("\n" if screen else ""))
+        look = seatpane.look_from(head, "\n".join(screen) + ("\n" if screen else ""))
         if look is not None and look.pane_id in wanted:
             found[look.pane_id] = look
 
@@ -175,29 +175,6 @@ def parse_looks(out: str, marker: str, pane_ids: Sequence[str]) -> dict[str, sea
         screen.pop()
     flush()
     return found
-
-
-def _look_from(meta: Mapping[str, str], screen: str) -> seatpane.Look | None:
-    try:
-        snap = PaneSnapshot(
-            ansi=screen,
-            width=int(meta["pane_width"]),
-            height=int(meta["pane_height"]),
-            alternate_on=meta["alternate_on"] == "1",
-            in_mode=meta["pane_in_mode"] == "1",
-            cursor_x=int(meta["cursor_x"]),
-            cursor_y=int(meta["cursor_y"]),
-        )
-        return seatpane.Look(
-            pane_id=meta["pane_id"],
-            dead=meta["pane_dead"] == "1",
-            snapshot=snap,
-            window_width=int(meta["window_width"]),
-            window_height=int(meta["window_height"]),
-            pane_pid=int(meta["pane_pid"]),
-        )
-    except (KeyError, ValueError):
-        return None
 
 
 def plain_text(ansi: str) -> str:

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from fabrikito import bench, inbox
+from fabrikito import bench, inbox, procs
 from fabrikito.bench import SeatFactory
 from fabrikito.standin import Reply, StandIn
 from fabrikito.tmux import Server
@@ -168,7 +168,7 @@ def test_killed_session_is_stale(
         what="the registry to hold the session name",
     )
     os.kill(seat.pid, signal.SIGKILL)
-    bench.wait_until(lambda: not bench._alive(seat.pid), 10, what="the killed seat to be gone")
+    bench.wait_until(lambda: not procs.alive(seat.pid), 10, what="the killed seat to be gone")
     assert seat.registry.exists(), "kill -9 should leave the registry file behind"
     done = run_cli(claude_home, "send", "--to", "fab-killed", "anyone there?", cwd=tmp_path)
     assert done.returncode == inbox.EXIT_STALE, done
