@@ -48,6 +48,11 @@ SOCKET_DIR = Path("/tmp/cc-socks")  # where Claude Code 2.1.316 puts messaging s
 
 Renderer = Literal["inline", "fullscreen"]
 
+#: Variables that make Claude Code draw without colours (``CI`` does, through its
+#: terminal-colour detection): fabrikito reads the box by its colours, and a CI
+#: job running the live tests has ``CI`` set.
+COLOUR_KILLERS = ("CI", "CONTINUOUS_INTEGRATION", "NO_COLOR", "FORCE_COLOR", "TF_BUILD", "TEAMCITY_VERSION")
+
 #: Inherited variables never passed to a seat: another session's messaging
 #: and tmux context, the real API settings, and switches that turn feature
 #: flags (and with them cross-session messaging) off.
@@ -66,6 +71,7 @@ STRIP_EXACT = frozenset(
         "DISABLE_GROWTHBOOK",
         "IS_SANDBOX",
         "CLAUDE_CODE_ENABLE_PROMPT_SUGGESTION",
+        *COLOUR_KILLERS,
     }
 )
 STRIP_PREFIXES = ("CLAUDE_CODE_MESSAGING_", "ANTHROPIC_")

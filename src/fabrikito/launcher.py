@@ -81,7 +81,20 @@ SEAT_ARGV0 = "fabrikito-seat"
 #: ``TMUX_PANE`` for each pane itself, to the seat's own pane, so whatever
 #: the process running ``up`` had is already replaced there.
 STRIP_PREFIXES = ("CLAUDE_CODE_MESSAGING_",)
-STRIP_NAMES = ("CLAUDECODE", "CLAUDE_CODE_ENTRYPOINT", "CLAUDE_CODE_SSE_PORT")
+#: ``CI``, ``NO_COLOR`` and the like make Claude Code draw without colours, and
+#: ``say`` recognises the input box by its colours: a seat is an interactive
+#: session, so they are not passed on.
+STRIP_NAMES = (
+    "CLAUDECODE",
+    "CLAUDE_CODE_ENTRYPOINT",
+    "CLAUDE_CODE_SSE_PORT",
+    "CI",
+    "CONTINUOUS_INTEGRATION",
+    "NO_COLOR",
+    "FORCE_COLOR",
+    "TF_BUILD",
+    "TEAMCITY_VERSION",
+)
 
 _STRIP_SCRIPT = (
     "set -f\n"

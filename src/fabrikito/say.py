@@ -290,7 +290,8 @@ def _deliver_locked(ctx: Context, seat: Seat, sender: str, text: str) -> Deliver
                     f"deal with it, and send again (or ./fabrikito flush {seat.role} if say left it)"
                 )
             if reading.state is not ScreenState.READY:
-                raise SeatRefusal(reading.reason or "screen not recognised as ready")
+                reason = reading.reason or "screen not recognised as ready"
+                raise SeatRefusal(f"{reason} ({reading.detail})" if reading.detail else reason)
             refusals.clear(say_dir(ctx.team), seat.role)
             _write_paste_record(ctx.team, seat.role, sender, label, text)
             typed = True

@@ -195,6 +195,8 @@ def test_strip_script_drops_other_sessions_messaging_variables_and_execs(tmp_pat
         "KEEP_ME": "yes",
         "MULTI": "line one\nCLAUDE_CODE_MESSAGING_FAKE=x\n*",
         "TEAM_ROLE": "api",
+        "CI": "true",
+        "NO_COLOR": "1",
     }
     done = subprocess.run(
         [
@@ -215,6 +217,7 @@ def test_strip_script_drops_other_sessions_messaging_variables_and_execs(tmp_pat
     seen = ast.literal_eval(done.stdout)
     assert seen["KEEP_ME"] == "yes" and seen["TEAM_ROLE"] == "api" and seen["MULTI"] == env["MULTI"]
     assert not {n for n in seen if n.startswith("CLAUDE")}, seen
+    assert "CI" not in seen and "NO_COLOR" not in seen  # they would make Claude Code draw without colours
 
 
 def test_seat_files_are_private(tmp_path: Path) -> None:
