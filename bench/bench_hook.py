@@ -77,7 +77,7 @@ def main() -> None:
             "|---|---|---|",
             *rows,
             "",
-            f"The hook as seats run it (`env PYTHONPATH=… python -S -c …`, see `hook.command_argv`) / bare start "
+            f"The hook as seats run it (`PYTHONPATH=… python -S -c …`, see `hook.command_line`) / bare start "
             f"(`-c pass`): **{hook / base:.2f}x** (goal: 1.25x). "
             f"Through `python -m fabrikito.hook` it would be {hook_m / base:.2f}x: `-m` alone costs "
             f"{with_runpy - base:.1f} ms (runpy imports importlib.util, contextlib, collections, functools) before "

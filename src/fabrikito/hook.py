@@ -26,8 +26,7 @@ import os
 import sys
 import time
 
-from fabrikito import msglog
-from fabrikito.msglog import Outcome
+from fabrikito import logline
 
 LOOKUP_SECONDS = 2.0
 MAX_ANCESTORS = 100
@@ -106,10 +105,10 @@ def _run(argv: list[str], stdin: bytes | None) -> None:
     if roster is None:
         return
     raw = _read_stdin() if stdin is None else stdin
-    line = line_for(raw, role if role else msglog.UNKNOWN_PARTY, roster)
+    line = line_for(raw, role if role else logline.UNKNOWN_PARTY, roster)
     if line is not None:
-        log_path = os.path.join(os.path.dirname(team_path), ".state", roster.name, msglog.LOG_NAME)
-        msglog.append_hook(log_path, line)
+        log_path = os.path.join(os.path.dirname(team_path), ".state", roster.name, logline.LOG_NAME)
+        logline.append_hook(log_path, line)
 
 
 def _parse_argv(argv: list[str]) -> tuple[str | None, str | None]:
@@ -158,21 +157,21 @@ def line_for(raw: bytes, sender: str, roster: Roster, *, when: float | None = No
     message = tool_input.get("message")
     placeholder = tool_input.get("notify_when_idle") is True and message in (None, "")
     if placeholder:
-        text = msglog.NO_MESSAGE_NOTIFY
-        outcome = Outcome.NOT_SENT if failed else Outcome.NOTIFY_WHEN_IDLE
+        text = logline.NO_MESSAGE_NOTIFY
+        outcome = logline.NOT_SENT if failed else logline.NOTIFY_WHEN_IDLE
     else:
         text = _as_text(message)
-        outcome = Outcome.NOT_SENT if failed else Outcome.SENT
+        outcome = logline.NOT_SENT if failed else logline.SENT
     recipient, resolved = _recipient(tool_input.get("to"), roster)
     if not placeholder:
         if not resolved:
-            text = msglog.BODY_NOT_LOGGED_UNRESOLVED
-        text = msglog.body_for(sender, recipient, text)
-    return msglog.format_line(when, sender, recipient, outcome, text)
+            text = logline.BODY_NOT_LOGGED_UNRESOLVED
+        text = logline.body_for(sender, recipient, text)
+    return logline.format_line(when, sender, recipient, outcome, text)
 
 
 def _unreadable(sender: str, when: float | None) -> bytes:
-    return msglog.format_line(when, sender, msglog.UNKNOWN_PARTY, Outcome.UNREADABLE, msglog.UNREADABLE_MESSAGE)
+    return logline.format_line(when, sender, logline.UNKNOWN_PARTY, logline.UNREADABLE, logline.UNREADABLE_MESSAGE)
 
 
 def _as_text(value: object) -> str:
@@ -197,7 +196,7 @@ def fix_surrogates(text: str) -> str:
 def _recipient(to: object, roster: Roster) -> tuple[str, bool]:
     """The recipient as logged, and whether its message may be logged (an unresolved ``uds:`` may not)."""
     if not isinstance(to, str):
-        return (msglog.UNKNOWN_PARTY if to is None else _as_text(to)), True
+        return (logline.UNKNOWN_PARTY if to is None else _as_text(to)), True
     to = fix_surrogates(to)
     role = roster.sessions.get(to)
     if role is not None:
