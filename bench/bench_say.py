@@ -123,7 +123,7 @@ def main() -> None:
             deadline = time.monotonic() + 120
             arrived: set[str] = set()
             while time.monotonic() < deadline:
-                texts = standin.last_user_texts("dev")[mark:]
+                texts = [r.last_user_text for r in standin.requests("dev") if r.index >= mark and r.is_main]
                 arrived = {m for m in expected if any(f"[from live-test] {m}" in t for t in texts)}
                 if len(arrived) >= delivered:
                     break

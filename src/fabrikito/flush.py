@@ -53,6 +53,7 @@ def _read_record(team: Team, role: str) -> dict[str, Any] | None:
 
 
 def flush_seat(ctx: say.Context, seat: Seat) -> FlushResult:
+    statedir.ensure_state_dir(ctx.team.base_dir, ctx.team.name)
     statedir.ensure_dir(say.say_dir(ctx.team))
     try:
         with say.seat_lock(ctx.team, seat.role):

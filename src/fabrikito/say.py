@@ -240,6 +240,7 @@ class Context:
 
 def deliver(ctx: Context, seat: Seat, sender: str, text: str) -> Delivery:
     """Type ``[from sender] text`` into ``seat`` and submit it, or refuse."""
+    statedir.ensure_state_dir(ctx.team.base_dir, ctx.team.name)
     statedir.ensure_dir(say_dir(ctx.team))
     try:
         with seat_lock(ctx.team, seat.role):
