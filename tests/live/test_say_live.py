@@ -332,3 +332,25 @@ def test_a_pane_whose_claude_was_killed_is_down_even_with_a_stale_box(
     assert done.returncode == EXIT_REFUSED
     assert "down" in done.stderr
     assert "anyone there" not in tmux_server.capture(seat.pane)
+
+
+def test_three_box_refusals_make_a_notice_that_an_empty_box_clears(
+    seat_factory: SeatFactory, standin: StandIn, tmux_server: Server, tmp_path: Path
+) -> None:
+    seat = seat_factory.start("dev")
+    team = write_team(tmp_path / "team" / "team.toml", tmux_server, [seat])
+    tmux_server.send_keys(seat.pane, "draft", literal=True)
+    wait_for(lambda: "draft" in tmux_server.capture(seat.pane), 10, "the draft")
+    for text in ("one", "two", "three"):
+        assert fabrikito("say", "dev", text, team=team).returncode == EXIT_REFUSED
+    status = fabrikito("status", team=team, role=None)
+    assert "NOTICE dev: 3 sends to it were refused" in status.stdout, status.stdout + status.stderr
+    records = team.parent / ".state" / "live" / "say" / "box-dev.json"
+    assert records.exists()
+    tmux_server.send_keys(seat.pane, "C-u")  # the person clears their draft
+    wait_for(lambda: "draft" not in tmux_server.capture(seat.pane), 10, "the draft to go")
+    mark = standin.mark()
+    assert fabrikito("say", "dev", "two", team=team).returncode == 0  # not held back as a repeat
+    standin.wait_for_request("dev", "[from live-test] two", since=mark)
+    assert not records.exists()
+    assert "NOTICE" not in fabrikito("status", team=team, role=None).stdout
