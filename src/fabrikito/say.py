@@ -77,6 +77,7 @@ class Delivery:
     role: str
     result: Result
     reason: str = ""
+    interrupted: bool = False  # a signal stopped it: no further seat is tried
 
 
 class Interrupted(BaseException):
@@ -329,6 +330,11 @@ def _deliver_locked(ctx: Context, seat: Seat, sender: str, text: str) -> Deliver
         if typed:
             return Delivery(seat.role, Result.TYPED, str(exc))
         raise
+    except Interrupted as exc:
+        what = f"say was stopped by {exc}"
+        if typed:
+            return Delivery(seat.role, Result.TYPED, what, interrupted=True)
+        return Delivery(seat.role, Result.REFUSED, what, interrupted=True)
     finally:
         try:
             grower.restore()
@@ -464,7 +470,11 @@ def run_say(
         [s for s in team.seats if s.role != sender] if target == "all" else [s for s in team.seats if s.role == target]
     )
     ctx = Context(team=team, server=server, panes=panes or [], trace=trace)
-    results = [deliver(ctx, seat, sender, text) for seat in seats]
+    results: list[Delivery] = []
+    for seat in seats:
+        results.append(deliver(ctx, seat, sender, text))
+        if results[-1].interrupted:
+            break
     all_delivered = all(r.result is Result.DELIVERED for r in results)
     outcome = msglog.Outcome.DELIVERED if all_delivered else msglog.Outcome.NOT_DELIVERED
     write_error = _append(log_path, sender, target, outcome, log_body(sender, target, text))

@@ -314,7 +314,10 @@ def test_a_grown_window_is_put_back_when_say_is_terminated(
 
     wait_for(grown, 20, "say to grow the window")
     proc.send_signal(signal.SIGTERM)
-    proc.wait(timeout=20)
+    assert proc.wait(timeout=20) == EXIT_REFUSED
+    assert proc.stderr is not None
+    assert "say was stopped by SIGTERM" in proc.stderr.read()
+    assert log_lines(team)[-1][1:4] == ["live-test", "dev", "NOT-DELIVERED"]
     assert tmux_server.display(seat.pane, "#{window_width}x#{window_height}") == "60x10"
     assert tmux_server.window_option(f"={seat.session}:", "window-size") is None
 
