@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 import signal
 import time
 from pathlib import Path
@@ -357,3 +358,23 @@ def test_three_box_refusals_make_a_notice_that_an_empty_box_clears(
     standin.wait_for_request("dev", "[from live-test] two", since=mark)
     assert not records.exists()
     assert "NOTICE" not in fabrikito("status", team=team, role=None).stdout
+
+
+def test_say_run_inside_a_seats_pane_is_labelled_with_that_seat(
+    seat_factory: SeatFactory, standin: StandIn, tmux_server: Server, tmp_path: Path
+) -> None:
+    seat = seat_factory.start("em")
+    team = write_team(tmp_path / "team" / "team.toml", tmux_server, [seat], extra=[("dev", "dev-shell")])
+    out = tmp_path / "say.out"
+    src = Path(__file__).resolve().parents[2] / "src"
+    script = (
+        f"unset TEAM_ROLE; PYTHONPATH={src} {sys.executable} -m fabrikito say --team {team} em 'from the dev pane' "
+        f"> {out}.tmp 2>&1; echo $? >> {out}.tmp; mv {out}.tmp {out}; sleep 30"
+    )
+    mark = standin.mark()
+    tmux_server.new_session("dev-shell", ["sh", "-c", script], cwd=str(tmp_path))
+    wait_for(out.exists, 60, "say inside the dev pane to finish")
+    assert out.read_text().strip().endswith("0"), out.read_text()
+    request = standin.wait_for_request("em", "from the dev pane", since=mark)
+    assert "[from dev] from the dev pane" in request.last_user_text
+    assert log_lines(team)[-1][1:4] == ["dev", "em", "delivered"]
