@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import os
-import sys
 import signal
+import sys
 import time
 from pathlib import Path
 
