@@ -49,7 +49,7 @@ def test_one_say_at_a_time_and_a_held_lock_is_refused_after_the_timeout(tmp_path
         assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
         started = time.monotonic()
         with (
-            pytest.raises(say.SeatRefusal, match="has not finished within 0.5 seconds"),
+            pytest.raises(say.SeatRefusal, match=r"has not finished within 0\.5 seconds"),
             say.seat_lock(team, "dev", timeout=0.5),
         ):
             pass
