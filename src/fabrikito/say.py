@@ -54,7 +54,7 @@ from fabrikito.tmux import Server
 LOCK_TIMEOUT = 8.0
 RENDER_TIMEOUT = 3.0
 ENTER_TIMEOUT = 6.0
-POLL = 0.03
+POLL = 0.01
 GROW_COLS, GROW_ROWS = 220, 50
 SMALL_COLS, SMALL_ROWS = 110, 12
 SEC = "sec"

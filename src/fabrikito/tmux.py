@@ -200,22 +200,22 @@ class Server:
     def paste(self, pane: str, text: str, *, bracketed: bool = True) -> None:
         """Paste ``text`` into ``pane`` through a uniquely named buffer.
 
-        The buffer is loaded from stdin (no shell, no argument length limit),
-        pasted with ``-d`` so tmux deletes it, and deleted again if the paste
-        failed, so no buffer is left behind.
+        One tmux invocation loads the buffer from stdin (no shell, no argument
+        length limit) and pastes it with ``-d``, so tmux deletes it; when the
+        paste fails the buffer is deleted here, so none is left behind.
         """
         name = f"fabrikito-{os.getpid()}-{secrets.token_hex(6)}"
-        self.run("load-buffer", "-b", name, "-", input=text.encode("utf-8"))
+        paste = ["paste-buffer", "-d", "-b", name, "-t", pane]
+        if bracketed:
+            paste.insert(1, "-p")
         try:
-            args = ["paste-buffer", "-d", "-b", name, "-t", pane]
-            if bracketed:
-                args.insert(1, "-p")
-            self.run(*args)
-        finally:
+            self.run("load-buffer", "-b", name, "-", ";", *paste, input=text.encode("utf-8"))
+        except TmuxError:
             try:
                 self.run("delete-buffer", "-b", name)
             except TmuxError:
-                pass  # already deleted by paste-buffer -d: the usual case
+                pass  # never loaded, or already gone
+            raise
 
     def resize_window(self, target: str, width: int, height: int) -> None:
         self.run("resize-window", "-t", target, "-x", str(width), "-y", str(height))
