@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -378,3 +379,39 @@ def test_say_run_inside_a_seats_pane_is_labelled_with_that_seat(
     request = standin.wait_for_request("em", "from the dev pane", since=mark)
     assert "[from dev] from the dev pane" in request.last_user_text
     assert log_lines(team)[-1][1:4] == ["dev", "em", "delivered"]
+
+
+def test_the_diff_panel_notice_in_a_short_pane_is_grown_past_and_put_back(
+    seat_factory: SeatFactory, standin: StandIn, tmux_server: Server, tmp_path: Path
+) -> None:
+    work = seat_factory.root / "work" / "dev"
+    work.mkdir(parents=True)
+    subprocess.run(["git", "init", "-q", str(work)], check=True)
+    (work / "hello.py").write_text("print('hello')\n")
+    seat = seat_factory.start("dev", width=120, height=40, renderer="fullscreen")
+    team = write_team(tmp_path / "team" / "team.toml", tmux_server, [seat])
+    tmux_server.send_keys(seat.pane, "/diff", literal=True)
+    wait_for(lambda: "/diff" in tmux_server.capture(seat.pane), 10, "/diff typed")
+    tmux_server.send_keys(seat.pane, "Enter")
+    wait_for(lambda: "Diff panel shown" in tmux_server.capture(seat.pane), 20, "the diff panel")
+    window = f"={seat.session}:"
+    tmux_server.resize_window(window, 89, 13)
+    notice = "Resize your terminal to at least 110 columns"
+    wait_for(
+        lambda: notice in tmux_server.capture(seat.pane),
+        20,
+        "the resize notice",
+        lambda: tmux_server.capture(seat.pane),
+    )
+    option_before = tmux_server.window_option(window, "window-size")
+    mark = standin.mark()
+    done = fabrikito("say", "--verbose", "dev", "past the notice", team=team)
+    assert done.returncode == 0, done.stderr
+    assert "diff panel" in done.stderr  # the check refused for the notice at 89x13 ...
+    assert "growing window" in done.stderr  # ... and passed at 220x50
+    assert (
+        "[from live-test] past the notice"
+        in standin.wait_for_request("dev", "past the notice", since=mark).last_user_text
+    )
+    assert tmux_server.display(seat.pane, "#{window_width}x#{window_height}") == "89x13"
+    assert tmux_server.window_option(window, "window-size") == option_before
