@@ -16,6 +16,7 @@ and logs ``FLUSHED``, ``NOT-FLUSHED`` or ``FLUSH-NOTHING`` with the message
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -139,6 +140,9 @@ def run_flush(
     seat = team.seat(role)
     if seat is None:
         raise FabrikitoError(f"no seat '{role}' in team {team.name} (seats: {', '.join(team.roles)})", exit_code=2)
+    if not os.path.exists(server.resolved_socket_path()):
+        err(f"not flushed {role}: the team's {server.describe()} is not running, so the seat is down")
+        return EXIT_NOT_FLUSHED
     panes = say._list_panes(server)
     try:
         if env_role:

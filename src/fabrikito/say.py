@@ -448,18 +448,31 @@ def run_say(
         raise FabrikitoError(
             f"no seat '{target}' in team {team.name} (seats: {', '.join(team.roles)}; or all)", exit_code=EXIT_USAGE
         )
-    panes: list[seatpane.PaneRow] | None = None
     try:
-        if env_role:
-            sender = check_team_role(team, env_role, default_server=server.is_default)
-            panes = _list_panes(server)
-        else:
-            panes = _list_panes(server)
-            sender = sender_from_ancestry(team, panes)
+        env_sender = check_team_role(team, env_role, default_server=server.is_default) if env_role else None
     except IdentityRefused as exc:
         return _refuse_early(log_path, exc.log_sender, target, text, exc.message, err)
-    if target == sender:
-        return _refuse_early(log_path, sender, target, text, "a seat cannot say to itself", err)
+    if env_sender is not None and target == env_sender:
+        return _refuse_early(log_path, env_sender, target, text, "a seat cannot say to itself", err)
+    if not os.path.exists(server.resolved_socket_path()):
+        return _refuse_early(
+            log_path,
+            env_sender or UNKNOWN_SENDER,
+            target,
+            text,
+            f"the team's {server.describe()} is not running, so every seat is down: start the team with ./fabrikito up",
+            err,
+        )
+    panes = _list_panes(server)
+    if env_sender is not None:
+        sender = env_sender
+    else:
+        try:
+            sender = sender_from_ancestry(team, panes)
+        except IdentityRefused as exc:
+            return _refuse_early(log_path, exc.log_sender, target, text, exc.message, err)
+        if target == sender:
+            return _refuse_early(log_path, sender, target, text, "a seat cannot say to itself", err)
     statedir.ensure_state_dir(team.base_dir, team.name)
     unsafe = statedir.describe_unsafe(log_path)
     if unsafe is not None:
@@ -528,7 +541,7 @@ def _refuse_early(
         write_error = _append(
             log_path, sender, recipient, msglog.Outcome.NOT_DELIVERED, log_body(sender, recipient, text)
         )
-    err(f"not sent to {recipient}: {reason}. Nothing was typed.")
+    err(f"not sent to {recipient}: {reason.rstrip('.')}. Nothing was typed.")
     if write_error is not None:
         err(f"the record could not be written to {log_path}: {write_error}; the message was not delivered.")
         return EXIT_LOG_FAILED

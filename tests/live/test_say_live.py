@@ -256,6 +256,13 @@ def test_bad_senders_and_empty_messages_are_refused_before_tmux(tmp_path: Path, 
     done = fabrikito("say", "dev", "to myself", team=team, role="dev")
     assert done.returncode == EXIT_REFUSED
     assert "itself" in done.stderr
+    done = fabrikito("say", "dev", "anyone?", team=team)  # this test's server was never started
+    assert done.returncode == EXIT_REFUSED
+    assert "is not running, so every seat is down" in done.stderr
+    assert log_lines(team)[-1][1:] == ["live-test", "dev", "NOT-DELIVERED", "anyone?"]
+    done = fabrikito("flush", "dev", team=team)
+    assert done.returncode == EXIT_REFUSED
+    assert "is not running" in done.stderr
 
 
 def test_say_all_reaches_every_seat_but_the_sender_with_one_log_line(
