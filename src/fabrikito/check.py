@@ -184,10 +184,7 @@ def run(team: Team, *, is_root: bool | None = None, env: dict[str, str] | None =
 def to_json(report: Report) -> dict[str, Any]:
     team = report.team
     return {
-        "version": JSON_VERSION,
-        "team": team.name,
-        "team_file": str(team.path),
-        "tmux_server": {"socket_name": team.tmux_socket, "socket_path": team.tmux_socket_path},
+        **team.json_header(JSON_VERSION),
         "seats": [
             {
                 "role": s.role,

@@ -36,13 +36,7 @@ class ProcInfo:
 def info(pid: int) -> ProcInfo:
     if not _LINUX:
         return _info_psutil(pid)
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            raw = f.read()
-    except FileNotFoundError:
-        raise ProcessGone(pid) from None
-    except OSError as exc:
-        raise ProcessUnreadable(f"process {pid}: {exc.strerror}") from None
+    raw = _read_proc(pid, "stat")
     # The name is in parentheses and may itself hold ") ": split at the last one.
     head, sep, tail = raw.rpartition(b") ")
     if not sep:
@@ -96,15 +90,20 @@ def exe_name(pid: int) -> str:
         return info(pid).name
 
 
+def _read_proc(pid: int, name: str) -> bytes:
+    """``/proc/<pid>/<name>``, with gone and unreadable kept apart."""
+    try:
+        with open(f"/proc/{pid}/{name}", "rb") as f:
+            return f.read()
+    except FileNotFoundError:
+        raise ProcessGone(pid) from None
+    except OSError as exc:
+        raise ProcessUnreadable(f"process {pid}: {exc.strerror}") from None
+
+
 def cmdline(pid: int) -> list[str]:
     if _LINUX:
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                raw = f.read()
-        except FileNotFoundError:
-            raise ProcessGone(pid) from None
-        except OSError as exc:
-            raise ProcessUnreadable(f"process {pid}: {exc.strerror}") from None
+        raw = _read_proc(pid, "cmdline")
         return [part.decode("utf-8", "replace") for part in raw.split(b"\0") if part]
     import psutil
 
@@ -119,13 +118,7 @@ def cmdline(pid: int) -> list[str]:
 def environ(pid: int) -> dict[str, str]:
     """The environment a process started with (same user only)."""
     if _LINUX:
-        try:
-            with open(f"/proc/{pid}/environ", "rb") as f:
-                raw = f.read()
-        except FileNotFoundError:
-            raise ProcessGone(pid) from None
-        except OSError as exc:
-            raise ProcessUnreadable(f"process {pid}: {exc.strerror}") from None
+        raw = _read_proc(pid, "environ")
         env: dict[str, str] = {}
         for item in raw.split(b"\0"):
             key, sep, value = item.partition(b"=")

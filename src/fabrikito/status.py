@@ -443,10 +443,7 @@ def render(status: Status, *, today: str | None = None) -> str:
 def to_json(status: Status) -> dict[str, Any]:
     team = status.team
     return {
-        "version": JSON_VERSION,
-        "team": team.name,
-        "team_file": str(team.path),
-        "tmux_server": {"socket_name": team.tmux_socket, "socket_path": team.tmux_socket_path},
+        **team.json_header(JSON_VERSION),
         "server_running": status.server_running,
         "seats": [
             {

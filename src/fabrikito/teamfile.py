@@ -130,6 +130,15 @@ class Team:
 
         return Server(socket_name=self.tmux_socket, socket_path=self.tmux_socket_path)
 
+    def json_header(self, version: int) -> dict[str, Any]:
+        """The fields every ``--json`` envelope about this team starts with."""
+        return {
+            "version": version,
+            "team": self.name,
+            "team_file": str(self.path),
+            "tmux_server": {"socket_name": self.tmux_socket, "socket_path": self.tmux_socket_path},
+        }
+
     def seat(self, role: str) -> Seat | None:
         for seat in self.seats:
             if seat.role == role:
