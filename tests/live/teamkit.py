@@ -64,14 +64,18 @@ def fabrikito(
     )
 
 
-def start_fabrikito(*args: str, team: Path, role: str = "live-test") -> subprocess.Popen[str]:
+def start_fabrikito(
+    *args: str, team: Path, role: str = "live-test", env: Mapping[str, str] | None = None
+) -> subprocess.Popen[str]:
+    """Start a command in a process group of its own (``os.killpg`` stops it and its children)."""
     command, *rest = args
     return subprocess.Popen(
         [sys.executable, "-m", "fabrikito", command, "--team", str(team), *rest],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env=clean_env({"TEAM_ROLE": role}),
+        env=clean_env({"TEAM_ROLE": role, **(env or {})}),
+        start_new_session=True,
     )
 
 

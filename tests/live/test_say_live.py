@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -178,10 +179,28 @@ def test_sigkill_mid_paste_then_flush_submits_the_fragment(
     seat = seat_factory.start("dev")
     team = write_team(tmp_path / "team" / "team.toml", tmux_server, [seat])
     record = team.parent / ".state" / "live" / "say" / "paste-dev"
-    proc = start_fabrikito("say", "dev", "the message that was cut short", team=team)
-    wait_for(lambda: "[from live-test]" in tmux_server.capture(seat.pane), 20, "the label in the box")
-    os.kill(proc.pid, signal.SIGKILL)
+    # say runs tmux from PATH: a wrapper there lets the label's paste through and holds the
+    # message's paste, so say is killed in the middle of its two pastes, as a crash would.
+    wrapper_dir = tmp_path / "bin"
+    wrapper_dir.mkdir()
+    counter = tmp_path / "pastes"
+    wrapper = wrapper_dir / "tmux"
+    wrapper.write_text(
+        "#!/bin/sh\n"
+        'case "$*" in *paste-buffer*)\n'
+        f"  n=$(cat {counter} 2>/dev/null || echo 0); n=$((n+1)); echo $n > {counter}\n"
+        '  if [ "$n" -ge 2 ]; then exec sleep 60; fi;;\n'
+        "esac\n"
+        f'exec {shutil.which("tmux")} "$@"\n'
+    )
+    wrapper.chmod(0o755)
+    env = {"PATH": f"{wrapper_dir}:{os.environ['PATH']}"}
+    proc = start_fabrikito("say", "dev", "the message that was cut short", team=team, env=env)
+    wait_for(lambda: counter.exists() and counter.read_text().strip() == "2", 20, "say to paste its message")
+    os.killpg(proc.pid, signal.SIGKILL)
     proc.wait(timeout=10)
+    wait_for(lambda: "[from live-test]" in tmux_server.capture(seat.pane), 20, "the label in the box")
+    assert "cut short" not in tmux_server.capture(seat.pane)
     assert record.exists()
     mark = standin.mark()
     done = fabrikito("flush", "dev", team=team)
