@@ -317,6 +317,18 @@ def write_launch(team: Team, role: str, record: LaunchRecord) -> None:
 # -- up ---------------------------------------------------------------------------------
 
 
+def require_agent(team: Team) -> None:
+    """Refuse to start anything when the agent command cannot be found."""
+    import shutil
+
+    program = team.agent[0]
+    if shutil.which(program) is None:
+        raise UsageError(
+            f"the agent command {program!r} of team {team.name} is not found on PATH ({team.path}): install "
+            "Claude Code, or set agent in the team file to its full path"
+        )
+
+
 def select_seats(team: Team, roles: Sequence[str] | None) -> list[Seat]:
     if not roles:
         return list(team.seats)
@@ -369,6 +381,7 @@ def up(
 ) -> UpResult:
     """Start the seats of ``team`` (or only ``roles``) that are not running; see the module docstring."""
     seats = select_seats(team, roles)
+    require_agent(team)
     srv = team.server() if server is None else server
     run = _Run(team=team, server=srv, progress=Progress(out), timeout=timeout)
     statedir.ensure_state_dir(team.base_dir, team.name)

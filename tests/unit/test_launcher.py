@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import dataclasses
 import json
 import os
 import shlex
@@ -271,3 +272,15 @@ def test_up_refuses_an_invalid_team_file_before_tmux(tmp_path: Path) -> None:
     )
     assert done.returncode == 2
     assert "reserved" in done.stderr
+
+
+def test_up_refuses_before_any_tmux_call_when_the_agent_is_not_found(tmp_path: Path) -> None:
+    from fabrikito.errors import UsageError
+    from fabrikito.tmux import Server
+
+    team = make_team(tmp_path)
+    team = dataclasses.replace(team, agent=("no-such-agent-for-fabrikito",))
+    server = Server(socket_name="fab-never-started")
+    with pytest.raises(UsageError, match="'no-such-agent-for-fabrikito' of team acme is not found on PATH"):
+        launcher.up(team, out=lambda line: None, server=server)
+    assert not server.alive()
