@@ -12,7 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from fabrikito import seatpane
 from fabrikito.bench import SeatFactory
+from fabrikito.screen import ScreenState, recogniser_for
 from fabrikito.standin import Reply, StandIn
 from fabrikito.tmux import Server
 
@@ -441,3 +443,34 @@ def test_the_diff_panel_notice_in_a_short_pane_is_grown_past_and_put_back(
     )
     assert tmux_server.display(seat.pane, "#{window_width}x#{window_height}") == "89x13"
     assert tmux_server.window_option(window, "window-size") == option_before
+
+
+def test_a_dim_hint_in_the_box_is_ready_and_replaced_by_the_message(
+    seat_factory: SeatFactory, standin: StandIn, tmux_server: Server, tmp_path: Path
+) -> None:
+    seat = seat_factory.start("dev", env={"CLAUDE_CODE_ENABLE_PROMPT_SUGGESTION": "1"})
+    team = write_team(tmp_path / "team" / "team.toml", tmux_server, [seat])
+    look = seatpane.look(tmux_server, seat.pane)
+    reading = recogniser_for("claude", "2.1.316").recognise(look.snapshot)
+    assert reading.state is ScreenState.READY and reading.dim_text, (reading, tmux_server.capture(seat.pane))
+    mark = standin.mark()
+    done = fabrikito("say", "dev", "over the hint", team=team)
+    assert done.returncode == 0, done.stderr
+    request = standin.wait_for_request("dev", "over the hint", since=mark)
+    assert request.last_user_text.strip().endswith("[from live-test] over the hint")
+
+
+def test_a_busy_seat_queues_the_message_for_its_next_turn(
+    seat_factory: SeatFactory, standin: StandIn, tmux_server: Server, tmp_path: Path
+) -> None:
+    seat = seat_factory.start("dev")
+    team = write_team(tmp_path / "team" / "team.toml", tmux_server, [seat])
+    standin.on("think for a while", Reply(text="thought about it", delay=4))
+    tmux_server.paste(seat.pane, "think for a while")
+    tmux_server.send_keys(seat.pane, "Enter")
+    standin.wait_for_request("dev", "think for a while")
+    done = fabrikito("say", "dev", "when you are done", team=team)
+    assert done.returncode == 0, done.stderr
+    assert not any("when you are done" in t for t in standin.last_user_texts("dev"))  # not yet: the turn runs
+    request = standin.wait_for_request("dev", "when you are done", timeout=30)
+    assert "[from live-test] when you are done" in request.last_user_text
