@@ -219,7 +219,8 @@ def test_bypass_receiver_holds_and_command_says_so(
     team_dir = tmp_path / "team"
     team_dir.mkdir()
     (team_dir / "team.toml").write_text(
-        'name = "live"\n\n[[seat]]\nrole = "byp"\nsession = "fab-byp"\npermission_mode = "bypassPermissions"\n',
+        f'name = "live"\ntmux_socket = "{tmux_server.socket_name}"\n\n'
+        '[[seat]]\nrole = "byp"\nsession = "fab-byp"\npermission_mode = "bypassPermissions"\n',
         encoding="utf-8",
     )
     # The dialog shows a sanitized preview (it dropped the parentheses of "(123)"): plain words and digits only.
@@ -242,6 +243,15 @@ def test_bypass_receiver_holds_and_command_says_so(
     assert entry.get("status") == "waiting" and entry.get("waitingFor") == "permission prompt", entry
     (line,) = (team_dir / ".state" / "live" / "messages.log").read_text(encoding="utf-8").splitlines()
     assert line.split("\t")[1:] == ["live-test", "byp", "sent", text]
+    # While the message is held, status shows the seat waiting at the dialog, and say types nothing
+    # into it (an Enter there would pick "Deny").
+    status = run_cli(claude_home, "status", cwd=team_dir)
+    assert "waiting at a dialog" in status.stdout, status.stdout + status.stderr
+    said = run_cli(claude_home, "say", "byp", "typed into the dialog?", cwd=team_dir, extra={"TEAM_ROLE": "live-test"})
+    assert said.returncode == 3, said.stdout + said.stderr
+    assert "held-message dialog" in said.stderr
+    assert HELD_TITLE in tmux_server.capture(seat.pane)  # the dialog is still open: nothing was chosen
+    assert "typed into the dialog?" not in tmux_server.capture(seat.pane)
 
 
 def test_wait_idle(seat_factory: SeatFactory, standin: StandIn, claude_home: Path, tmp_path: Path) -> None:
