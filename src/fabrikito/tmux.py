@@ -12,7 +12,6 @@ Nothing else in fabrikito starts tmux.
 from __future__ import annotations
 
 import os
-import secrets
 import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -204,7 +203,7 @@ class Server:
         length limit) and pastes it with ``-d``, so tmux deletes it; when the
         paste fails the buffer is deleted here, so none is left behind.
         """
-        name = f"fabrikito-{os.getpid()}-{secrets.token_hex(6)}"
+        name = f"fabrikito-{os.getpid()}-{os.urandom(6).hex()}"
         paste = ["paste-buffer", "-d", "-b", name, "-t", pane]
         if bracketed:
             paste.insert(1, "-p")
