@@ -1,9 +1,10 @@
 """The SendMessage hook: one line in messages.log for each native message a seat sends.
 
 Claude Code runs it as a ``PostToolUse`` and a ``PostToolUseFailure`` hook on
-``SendMessage``, with the hook input (JSON) on stdin::
+``SendMessage``, with the hook input (JSON) on stdin, through the command
+:func:`command_line` builds (``python -m fabrikito.hook`` works too, slower)::
 
-    python -m fabrikito.hook --team /abs/path/team.toml --role ROLE
+    PYTHONPATH=<src> python -S -c '...fabrikito.hook...' --team /abs/path/team.toml --role ROLE
 
 It prints nothing and always exits 0: a log it cannot write costs that line,
 never the message or the tool result.  The rules are the spec's ("The message

@@ -18,7 +18,7 @@ Each seat's generated files live in ``.state/<team>/seats/`` (0700; files
 * ``<role>.settings.json``: the permission mode; bypass switched off
   (``disableBypassPermissionsMode``) unless the seat's mode or args make bypass
   available; the ``PostToolUse`` and ``PostToolUseFailure`` hooks on
-  ``SendMessage`` that run ``python -m fabrikito.hook`` for the seat; a Read
+  ``SendMessage`` that run fabrikito's hook (``hook.command_line``) for the seat; a Read
   deny on ``messages.log`` for every seat but ``em``; ``env`` with
   ``TEAM_ROLE`` and ``FABRIKITO_TEAM``;
 * ``<role>.prompt.md``: the shared prompt (``roles/common.md``) and a
