@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from fabrikito.inbox import config_dir
 from fabrikito.teamfile import PermissionClass, Seat, Team
 
 LAUNCHER_LABEL = "[from launcher]"
@@ -52,14 +53,6 @@ class Report:
 
 def labelled_kickoff(text: str) -> str:
     return f"{LAUNCHER_LABEL} {text}"
-
-
-def config_dir(env: dict[str, str] | None = None) -> Path:
-    environ = os.environ if env is None else env
-    configured = environ.get("CLAUDE_CONFIG_DIR")
-    if configured:
-        return Path(configured)
-    return Path(environ.get("HOME") or os.path.expanduser("~")) / ".claude"
 
 
 def _settings_files(seat: Seat) -> list[Path]:

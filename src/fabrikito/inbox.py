@@ -219,12 +219,10 @@ class SessionEntry:
 
 def config_dir(env: Mapping[str, str] | None = None) -> Path:
     """``${CLAUDE_CONFIG_DIR:-$HOME/.claude}``, from ``env`` (default: this process's)."""
-    env = os.environ if env is None else env
-    custom = env.get("CLAUDE_CONFIG_DIR")
-    if custom:
-        return Path(os.path.expanduser(custom))
-    home = env.get("HOME") or os.path.expanduser("~")
-    return Path(home) / ".claude"
+    from fabrikito.procs import claude_config_dir
+
+    found = claude_config_dir(os.environ if env is None else env)
+    return Path(found) if found is not None else Path(os.path.expanduser("~"), ".claude")
 
 
 def sessions_dir(env: Mapping[str, str] | None = None) -> Path:

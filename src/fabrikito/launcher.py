@@ -485,7 +485,7 @@ def _wait_and_kickoff(run: _Run, waiting: list[_Waiting]) -> None:
 
 def _judge(run: _Run, w: _Waiting, look: seatpane.Look | None, now: float) -> bool | None:
     """``True`` ready, ``False`` failed (reported), ``None`` still waiting."""
-    from fabrikito.status import ROOT_REFUSAL, plain_text, registry_entry, startup_dialog
+    from fabrikito.status import ROOT_REFUSAL, plain_text, startup_dialog
 
     seat, team = w.seat, run.team
     if look is None:
@@ -519,7 +519,7 @@ def _judge(run: _Run, w: _Waiting, look: seatpane.Look | None, now: float) -> bo
         # Ready once the box was seen on two rounds in a row and Claude Code has registered
         # for messaging: a box drawn while it is still starting can be slow to take a paste.
         w.ready_rounds += 1
-        if w.ready_rounds >= READY_ROUNDS and registry_entry(agent.pid) is not None:
+        if w.ready_rounds >= READY_ROUNDS and agent.registry is not None:
             return True
         return None if now - w.started < run.timeout else _timed_out(run, w)
     w.ready_rounds = 0

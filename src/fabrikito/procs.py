@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 _LINUX = sys.platform.startswith("linux")
@@ -133,6 +134,15 @@ def environ(pid: int) -> dict[str, str]:
         raise ProcessGone(pid) from None
     except psutil.Error as exc:
         raise ProcessUnreadable(f"process {pid}: {exc}") from None
+
+
+def claude_config_dir(env: Mapping[str, str]) -> str | None:
+    """``${CLAUDE_CONFIG_DIR:-$HOME/.claude}`` in the environment ``env``; ``None`` with neither set."""
+    configured = env.get("CLAUDE_CONFIG_DIR")
+    if configured:
+        return os.path.expanduser(configured)
+    home = env.get("HOME")
+    return os.path.join(home, ".claude") if home else None
 
 
 def children_of(pid: int) -> list[int]:

@@ -14,6 +14,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from fabrikito import procs
 from fabrikito.errors import TmuxError
@@ -55,6 +56,7 @@ class Agent:
     pid: int
     name: str
     version: str | None
+    registry: Mapping[str, Any] | None  # its session registry entry (status, waitingFor...), when readable
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,19 +158,21 @@ def foreground_agent(pane_pid: int) -> Agent | None:
     argv0 = os.path.basename(argv[0]) if argv else ""
     if name not in CLAUDE_NAMES and argv0 not in CLAUDE_NAMES:
         return None
-    return Agent(pid=leader, name="claude", version=_registry_version(leader))
+    entry = registry_entry(leader)
+    version = entry.get("version") if entry is not None else None
+    return Agent(pid=leader, name="claude", version=version if isinstance(version, str) else None, registry=entry)
 
 
-def _registry_version(pid: int) -> str | None:
-    """The version Claude Code wrote in its session registry, if it can be read."""
+def registry_entry(pid: int) -> dict[str, Any] | None:
+    """The session registry entry Claude Code process ``pid`` wrote, as that process's environment places it."""
     try:
-        env = procs.environ(pid)
+        config = procs.claude_config_dir(procs.environ(pid))
     except (procs.ProcessGone, procs.ProcessUnreadable):
         return None
-    config = env.get("CLAUDE_CONFIG_DIR") or os.path.join(env.get("HOME", ""), ".claude")
+    if config is None:
+        return None
     try:
         data = json.loads(Path(config, "sessions", f"{pid}.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    version = data.get("version") if isinstance(data, dict) else None
-    return version if isinstance(version, str) else None
+    return data if isinstance(data, dict) else None

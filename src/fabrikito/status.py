@@ -26,7 +26,6 @@ anything else as ``starting``.
 
 from __future__ import annotations
 
-import json
 import os
 import secrets
 import time
@@ -36,7 +35,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from fabrikito import msglog, procs, seatpane
+from fabrikito import msglog, seatpane
 from fabrikito.errors import TmuxError
 from fabrikito.screen import BoxReading, ScreenState, recogniser_for
 from fabrikito.teamfile import Seat, Team
@@ -195,31 +194,6 @@ def startup_dialog(text: str) -> tuple[str, str] | None:
 # -- the registry --------------------------------------------------------------------
 
 
-def config_dir_of(pid: int) -> Path | None:
-    """``${CLAUDE_CONFIG_DIR:-$HOME/.claude}`` as the process ``pid`` sees it."""
-    try:
-        env = procs.environ(pid)
-    except (procs.ProcessGone, procs.ProcessUnreadable):
-        return None
-    configured = env.get("CLAUDE_CONFIG_DIR")
-    if configured:
-        return Path(configured)
-    home = env.get("HOME")
-    return Path(home, ".claude") if home else None
-
-
-def registry_entry(pid: int) -> dict[str, Any] | None:
-    """The session registry entry of the Claude Code process ``pid``, or ``None``."""
-    config = config_dir_of(pid)
-    if config is None:
-        return None
-    try:
-        data = json.loads((config / "sessions" / f"{pid}.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
-
-
 # -- the log --------------------------------------------------------------------------
 
 
@@ -319,7 +293,7 @@ def collect(team: Team, *, server: Server | None = None, screens: bool = True) -
         row = by_session[seat.session]
         agent = agents[seat.role]
         look = looks.get(row.pane_id) if row is not None else None
-        state, detail = seat_state(row, agent, registry_entry(agent.pid) if agent else None, look)
+        state, detail = seat_state(row, agent, agent.registry if agent is not None else None, look)
         last_to, last_from = times.get(seat.role, (None, None))
         seats.append(
             SeatStatus(

@@ -35,7 +35,7 @@ def look_of(name: str, *, pane: str = "%1", dead: bool = False) -> seatpane.Look
 
 
 ROW = seatpane.PaneRow(pane_id="%1", pane_pid=100, session="acme-em", dead=False, server_pid=1, window_id="@1")
-AGENT = seatpane.Agent(pid=100, name="claude", version="2.1.316")
+AGENT = seatpane.Agent(pid=100, name="claude", version="2.1.316", registry=None)
 
 
 # -- a seat's state ---------------------------------------------------------------------
