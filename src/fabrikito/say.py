@@ -418,10 +418,6 @@ def prepare_text(text: str, *, from_stdin: bool) -> str:
     return text
 
 
-def log_body(sender: str, recipient: str, text: str) -> str:
-    return msglog.body_for(sender, recipient, text)
-
-
 def run_say(
     team: Team,
     server: Server,
@@ -490,7 +486,7 @@ def run_say(
             break
     all_delivered = all(r.result is Result.DELIVERED for r in results)
     outcome = msglog.Outcome.DELIVERED if all_delivered else msglog.Outcome.NOT_DELIVERED
-    write_error = _append(log_path, sender, target, outcome, log_body(sender, target, text))
+    write_error = _append(log_path, sender, target, outcome, msglog.body_for(sender, target, text))
     for r in results:
         _report(r, out, err)
     code = _exit_code(results)
@@ -539,7 +535,7 @@ def _refuse_early(
         write_error = str(exc)
     if write_error is None:
         write_error = _append(
-            log_path, sender, recipient, msglog.Outcome.NOT_DELIVERED, log_body(sender, recipient, text)
+            log_path, sender, recipient, msglog.Outcome.NOT_DELIVERED, msglog.body_for(sender, recipient, text)
         )
     err(f"not sent to {recipient}: {reason.rstrip('.')}. Nothing was typed.")
     if write_error is not None:

@@ -27,7 +27,6 @@ anything else as ``starting``.
 from __future__ import annotations
 
 import os
-import secrets
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -123,7 +122,7 @@ def look_panes(server: Server, pane_ids: Sequence[str]) -> dict[str, seatpane.Lo
     """
     if not pane_ids:
         return {}
-    marker = f"@fabrikito-look-{secrets.token_hex(8)}"
+    marker = f"@fabrikito-look-{os.urandom(8).hex()}"
     fmt = seatpane.SEP.join("#{" + f + "}" for f in seatpane.SNAP_FIELDS)
     args: list[str] = []
     for pane in pane_ids:
