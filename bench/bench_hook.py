@@ -2,7 +2,7 @@
 
 Runs, interleaved, in the same environment: ``python -c pass`` (the bare
 start), ``python -m`` of an empty module (the same start as the hook's, with
-runpy), and the hook itself (``python -m fabrikito.hook``, as seats run it)
+runpy), and the hook itself (``python -m fabrikito.log.hook``, as seats run it)
 on a real success payload, with its roster cache warm.  Prints medians and
 ratios, and writes the "hook" section of docs/benchmarks.md.
 """
@@ -24,7 +24,7 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from bench.report import write_section  # noqa: E402
 
-from fabrikito.hook import command_argv  # noqa: E402
+from fabrikito.log.hook import command_argv  # noqa: E402
 
 PAYLOAD = ROOT / "tests" / "fixtures" / "hook-payloads" / "success-same-mode.json"
 RUNS = int(os.environ.get("BENCH_RUNS", "60"))
@@ -52,7 +52,15 @@ def main() -> None:
         cases = {
             "python -c pass": [py, "-c", "pass"],
             "python -m empty_module": [py, "-m", "empty_module"],
-            "hook (python -m fabrikito.hook)": [py, "-m", "fabrikito.hook", "--team", str(team), "--role", "be"],
+            "hook (python -m fabrikito.log.hook)": [
+                py,
+                "-m",
+                "fabrikito.log.hook",
+                "--team",
+                str(team),
+                "--role",
+                "be",
+            ],
             "hook as seats run it (python -S -c, see hook.command_line)": command_argv(str(team), "be", python=py),
         }
         for argv in cases.values():  # warm up: page cache, bytecode (when allowed), the roster cache
@@ -79,7 +87,7 @@ def main() -> None:
             "",
             f"The hook as seats run it (`PYTHONPATH=… python -S -c …`, see `hook.command_line`) / bare start "
             f"(`-c pass`): **{hook / base:.2f}x** (goal: 1.25x). "
-            f"Through `python -m fabrikito.hook` it would be {hook_m / base:.2f}x: `-m` alone costs "
+            f"Through `python -m fabrikito.log.hook` it would be {hook_m / base:.2f}x: `-m` alone costs "
             f"{with_runpy - base:.1f} ms (runpy imports importlib.util, contextlib, collections, functools) before "
             "the hook's own code runs, and the site module (skipped by `-S`) a few more.",
         ]

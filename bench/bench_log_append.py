@@ -1,7 +1,7 @@
 """16 processes appending 10,000 lines each to one messages.log through the hook's path.
 
 Each line is one ``write()`` on an ``O_APPEND`` descriptor
-(:func:`fabrikito.msglog.append_hook`).  Lines vary from a few bytes to
+(:func:`fabrikito.log.msglog.append_hook`).  Lines vary from a few bytes to
 1 KiB.  Afterwards every line must parse whole, and each writer's lines must
 all be there, in its order: no line torn, none lost.  Prints lines per second
 and writes the "log-append" section of docs/benchmarks.md.
@@ -21,7 +21,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "src")]
 
 from bench.report import write_section  # noqa: E402
 
-from fabrikito import msglog  # noqa: E402
+from fabrikito.log import msglog  # noqa: E402
 
 WRITERS = int(os.environ.get("BENCH_WRITERS", "16"))
 LINES = int(os.environ.get("BENCH_LINES", "10000"))

@@ -32,10 +32,12 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from bench.report import write_section  # noqa: E402
 
-from fabrikito import bench, say, seatpane, teamfile  # noqa: E402
-from fabrikito.errors import TmuxError  # noqa: E402
-from fabrikito.standin import StandIn  # noqa: E402
-from fabrikito.tmux import Server  # noqa: E402
+from fabrikito.base.errors import TmuxError  # noqa: E402
+from fabrikito.base.tmux import Server  # noqa: E402
+from fabrikito.delivery import say, seatpane  # noqa: E402
+from fabrikito.offline import claude_setup, seatkit  # noqa: E402
+from fabrikito.offline.standin import StandIn  # noqa: E402
+from fabrikito.team import teamfile  # noqa: E402
 
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "15"))
 SENDERS = 8
@@ -48,12 +50,12 @@ def wait_idle(standin: StandIn, mark: int, needle: str) -> None:
 
 
 def main() -> None:
-    binary = bench.ensure_claude()
+    binary = claude_setup.ensure_claude()
     server = Server(socket_name=f"fab-bench-say-{os.getpid()}", timeout=10)
     with tempfile.TemporaryDirectory() as tmp, StandIn() as standin:
         root = Path(tmp)
-        home = bench.make_home(root / "home")
-        seat = bench.start_seat(
+        home = claude_setup.make_home(root / "home")
+        seat = seatkit.start_seat(
             server,
             binary=binary,
             role="dev",
@@ -131,7 +133,7 @@ def main() -> None:
         finally:
             with contextlib.suppress(TmuxError):
                 server.kill_server()
-            bench.stop_pids(bench.home_pids(home))
+            seatkit.stop_pids(seatkit.home_pids(home))
     median = {name: statistics.median(v) * 1000 for name, v in times.items()}
     floor = median["floor (paste + render)"]
     rows = [

@@ -6,7 +6,7 @@ by round so drift hits every variant alike:
 
 * ``recipe``   the skill's python recipe, in-process: json.dumps both lines,
   connect, sendall, shutdown, close (no discovery, token given);
-* ``library``  ``inbox.send`` in-process: registry discovery (one entry),
+* ``library``  ``client.send`` in-process: registry discovery (one entry),
   liveness check, key-file token, payload build, post;
 * ``recipe-cli`` the skill's recipe as ``python3 - SOCK TOKEN MSG`` (a fresh
   interpreter, as the skill runs it);
@@ -33,7 +33,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from fabrikito import inbox  # noqa: E402
+from fabrikito.inbox import client, sessions  # noqa: E402
 
 RECIPE = """\
 import json, socket, sys
@@ -63,7 +63,7 @@ def recipe_inline(sock: str, token: str, msg: str) -> None:
 
 
 def library(msg: str, env: dict[str, str]) -> None:
-    inbox.send("bench-seat", msg, env=env)
+    client.send("bench-seat", msg, env=env)
 
 
 class Sink:
@@ -91,7 +91,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=200, help="in-process rounds (subprocess ones: rounds / 10)")
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="bench-send-"))
-    sock = str(tmp / "inbox.sock")
+    sock = str(tmp / "client.sock")
     sink = Sink(sock)
     cfg = tmp / "claude"
     (cfg / "sessions").mkdir(parents=True)
@@ -104,12 +104,14 @@ def main() -> int:
         "status": "idle",
         "messagingSocketPath": sock,
     }
-    domain = inbox.own_pid_domain()
+    domain = sessions.own_pid_domain()
     if domain:
         entry["pidDomain"] = domain
     (cfg / "sessions" / f"{os.getpid()}.json").write_text(json.dumps(entry))
     token = "ab" * 16
-    inbox.key_path(cfg / "sessions", os.getpid(), sock).write_text(json.dumps({"peerToken": token, "procStart": start}))
+    sessions.key_path(cfg / "sessions", os.getpid(), sock).write_text(
+        json.dumps({"peerToken": token, "procStart": start})
+    )
     env = {"CLAUDE_CONFIG_DIR": str(cfg), "HOME": str(tmp)}
     msg = 'bench: build 41 is green; "quoted" and\na second line ✓'
     sub_env = {**os.environ, **env, "PYTHONPATH": str(ROOT / "src")}

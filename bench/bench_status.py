@@ -29,8 +29,9 @@ sys.path[:0] = [str(ROOT), str(ROOT / "src")]
 from bench.bench_up import offline_team, stop  # noqa: E402 -- after the path is set
 from bench.report import write_section  # noqa: E402
 
-from fabrikito import bench, launcher, status  # noqa: E402
-from fabrikito.standin import StandIn  # noqa: E402
+from fabrikito.launch import lifecycle, status  # noqa: E402
+from fabrikito.offline import claude_setup  # noqa: E402
+from fabrikito.offline.standin import StandIn  # noqa: E402
 
 SEATS = int(os.environ.get("BENCH_SEATS", "12"))
 RUNS = int(os.environ.get("BENCH_RUNS", "20"))
@@ -43,18 +44,18 @@ def timed(argv: list[str], env: dict[str, str]) -> float:
 
 
 def main() -> None:
-    for name in bench.stripped_names(os.environ):
+    for name in claude_setup.stripped_names(os.environ):
         os.environ.pop(name, None)
     real_tmux = shutil.which("tmux")
     assert real_tmux is not None
     standin = StandIn().start()
     try:
         with tempfile.TemporaryDirectory() as tmp:
-            home = bench.make_home(Path(tmp) / "home")
+            home = claude_setup.make_home(Path(tmp) / "home")
             roles = [f"s{i:02d}" for i in range(SEATS)]
             team = offline_team(Path(tmp) / "team", "st", roles, standin, home, f"fab-bs-{secrets.token_hex(3)}")
             try:
-                result = launcher.up(team, out=lambda _line: None)
+                result = lifecycle.up(team, out=lambda _line: None)
                 assert not result.failed, result.failed
                 shim = Path(tmp) / "bin"
                 shim.mkdir()

@@ -25,10 +25,12 @@ sys.path[:0] = [str(ROOT), str(ROOT / "src")]
 
 from bench.report import write_section  # noqa: E402 -- after the path is set
 
-from fabrikito import bench, launcher, status, teamfile  # noqa: E402 -- after the path is set
-from fabrikito.errors import TmuxError  # noqa: E402
-from fabrikito.standin import StandIn  # noqa: E402
-from fabrikito.teamfile import Team  # noqa: E402
+from fabrikito.base.errors import TmuxError  # noqa: E402
+from fabrikito.launch import lifecycle, status  # noqa: E402
+from fabrikito.offline import claude_setup, seatkit  # noqa: E402
+from fabrikito.offline.standin import StandIn  # noqa: E402
+from fabrikito.team import teamfile  # noqa: E402 -- after the path is set
+from fabrikito.team.teamfile import Team  # noqa: E402
 
 SEATS = int(os.environ.get("BENCH_SEATS", "12"))
 SINGLES = int(os.environ.get("BENCH_SINGLES", "4"))
@@ -37,15 +39,15 @@ READY = re.compile(r"\] (\w+): box ready")
 
 def offline_team(base: Path, name: str, roles: list[str], standin: StandIn, home: Path, socket: str) -> Team:
     """A team file of ``roles`` whose seats run the bench binary against ``standin``."""
-    binary = bench.ensure_claude()
+    binary = claude_setup.ensure_claude()
     base.mkdir(parents=True, exist_ok=True)
     lines = [f'name = "{name}"', f'tmux_socket = "{socket}"', f"agent = [{json.dumps(str(binary))}]"]
     lines.append('kickoff = "Start."')
     for role in roles:
         cwd = base / "work" / role
         cwd.mkdir(parents=True, exist_ok=True)
-        bench.trust_dir(home, cwd)
-        env = bench.seat_env(home=home, base_url=standin.base_url(role))
+        claude_setup.trust_dir(home, cwd)
+        env = claude_setup.seat_env(home=home, base_url=standin.base_url(role))
         lines += ["", "[[seat]]", f'role = "{role}"', f'session = "{name}-{role}"', f'cwd = "work/{role}"']
         lines += [
             'permission_mode = "acceptEdits"',
@@ -56,7 +58,7 @@ def offline_team(base: Path, name: str, roles: list[str], standin: StandIn, home
     return teamfile.load(path)
 
 
-def timed_up(team: Team) -> tuple[float, float, launcher.UpResult]:
+def timed_up(team: Team) -> tuple[float, float, lifecycle.UpResult]:
     """(seconds to the last ready box, seconds to the end of ``up``, the result)."""
     t0 = time.monotonic()
     last_ready = 0.0
@@ -66,7 +68,7 @@ def timed_up(team: Team) -> tuple[float, float, launcher.UpResult]:
         if READY.search(line):
             last_ready = time.monotonic() - t0
 
-    result = launcher.up(team, out=out)
+    result = lifecycle.up(team, out=out)
     return last_ready, time.monotonic() - t0, result
 
 
@@ -79,23 +81,23 @@ def agent_cpu(team: Team) -> float:
 
 
 def stop(team: Team, home: Path) -> None:
-    launcher.down(team, out=lambda _line: None)
+    lifecycle.down(team, out=lambda _line: None)
     try:
         team.server().kill_server()
     except TmuxError:
         pass
-    bench.stop_pids(bench.home_pids(home))
+    seatkit.stop_pids(seatkit.home_pids(home))
 
 
 def main() -> None:
-    for name in [n for n in bench.stripped_names(os.environ)]:
+    for name in [n for n in claude_setup.stripped_names(os.environ)]:
         os.environ.pop(name, None)
     standin = StandIn().start()
     singles: list[float] = []
     cpu: list[float] = []
     try:
         with tempfile.TemporaryDirectory() as tmp:
-            home = bench.make_home(Path(tmp) / "home")
+            home = claude_setup.make_home(Path(tmp) / "home")
             for i in range(SINGLES):
                 team = offline_team(
                     Path(tmp) / f"one{i}", "one", ["solo"], standin, home, f"fab-bu-{secrets.token_hex(3)}"

@@ -30,11 +30,13 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from fabrikito import bench
-from fabrikito.bench import Renderer, Seat
-from fabrikito.errors import TmuxError
-from fabrikito.standin import Reply, StandIn
-from fabrikito.tmux import Server
+from fabrikito.base.errors import TmuxError
+from fabrikito.base.tmux import Server
+from fabrikito.offline import claude_setup, seatkit
+from fabrikito.offline.claude_setup import Renderer
+from fabrikito.offline.replies import Reply
+from fabrikito.offline.seatkit import Seat
+from fabrikito.offline.standin import StandIn
 
 SCRATCH = Path(tempfile.gettempdir()) / "fabrikito-screens"
 SIZES = ["220x50", "120x40", "89x13", "80x24", "60x10"]
@@ -75,7 +77,7 @@ class Job:
         shutil.rmtree(root, ignore_errors=True)
         self.server = Server(socket_name=f"fab-cap-{secrets.token_hex(4)}", timeout=10.0)
         self.standin = StandIn().start()
-        self.home = bench.make_home(root / "home")
+        self.home = claude_setup.make_home(root / "home")
         self.pids: list[int] = []
 
     @property
@@ -93,7 +95,7 @@ class Job:
         home: Path | None = None,
         wait: bool = True,
     ) -> Seat:
-        seat = bench.start_seat(
+        seat = seatkit.start_seat(
             self.server,
             binary=self.binary,
             role=role,
@@ -117,12 +119,12 @@ class Job:
             self.server.kill_server()
         except TmuxError:
             pass
-        bench.stop_pids(self.pids)
+        seatkit.stop_pids(self.pids)
         self.pids.clear()
 
     def close(self) -> None:
         self.end()
-        bench.stop_pids(bench.home_pids(self.home))
+        seatkit.stop_pids(seatkit.home_pids(self.home))
         self.standin.stop()
 
     # -- screens -------------------------------------------------------------
@@ -132,7 +134,7 @@ class Job:
             text = self.server.capture(pane)
             return text if check(text) else None
 
-        return bench.wait_until(
+        return seatkit.wait_until(
             screen,
             timeout,
             describe=lambda: self.server.capture(pane),
@@ -160,7 +162,7 @@ class Job:
         text = self.server.capture(pane)
         ansi = self.server.capture(pane, escapes=True)
         meta: dict[str, object] = dict(self.server.pane_fields(pane, META_FIELDS))
-        meta.update(renderer=self.renderer, case=case, claude_code=bench.CLAUDE_VERSION)
+        meta.update(renderer=self.renderer, case=case, claude_code=claude_setup.CLAUDE_VERSION)
         if note:
             meta["note"] = note
         (self.out / f"{name}.txt").write_text(text, encoding="utf-8")
@@ -247,13 +249,15 @@ def case_dim_hint(job: Job) -> None:
     job.save(seat.pane, "dim-hint-fresh-start", note="CLAUDE_CODE_ENABLE_PROMPT_SUGGESTION=1, no turn yet")
     for n in (1, 2):
         since = job.standin.mark()
-        bench.submit(job.server, seat, f"turn number {n}")
+        seatkit.submit(job.server, seat, f"turn number {n}")
         job.standin.wait_for_request(seat.role, f"turn number {n}", 20, since=since)
-        job.wait_screen(seat.pane, lambda s: "✻" in s and bench.box_row(s, seat.session) is not None, "the turn's end")
+        job.wait_screen(
+            seat.pane, lambda s: "✻" in s and seatkit.box_row(s, seat.session) is not None, "the turn's end"
+        )
         job.settle(seat.pane, quiet=0.5)
     job.wait_screen(
         seat.pane,
-        lambda s: any(line.startswith(bench.PROMPT + "run the test suite") for line in s.split("\n")),
+        lambda s: any(line.startswith(seatkit.PROMPT + "run the test suite") for line in s.split("\n")),
         "the prompt suggestion in the box",
     )
     job.settle(seat.pane)
@@ -263,9 +267,9 @@ def case_dim_hint(job: Job) -> None:
 def case_after_turn(job: Job) -> None:
     seat = job.seat()
     job.standin.on("say hello", "hello, I am the stand-in", seat=seat.role)
-    bench.submit(job.server, seat, "say hello")
+    seatkit.submit(job.server, seat, "say hello")
     job.wait_screen(seat.pane, lambda s: "hello, I am the stand-in" in s, "the reply")
-    job.wait_screen(seat.pane, lambda s: bench.box_row(s, seat.session) is not None, "the box after the turn")
+    job.wait_screen(seat.pane, lambda s: seatkit.box_row(s, seat.session) is not None, "the box after the turn")
     job.settle(seat.pane)
     job.save(seat.pane, "after-turn", note="one turn done: echoed prompt, reply, empty box")
 
@@ -273,7 +277,7 @@ def case_after_turn(job: Job) -> None:
 def case_busy(job: Job) -> None:
     seat = job.seat()
     job.standin.on("take your time", Reply(text="finally done", delay=120), seat=seat.role)
-    bench.submit(job.server, seat, "take your time")
+    seatkit.submit(job.server, seat, "take your time")
     job.standin.wait_for_request(seat.role, "take your time", 20)
     job.wait_screen(seat.pane, lambda s: "esc to interr" in s or "…" in s, "the spinner")
     time.sleep(2.5)  # let the spinner show its first glyphs and the footer settle; nothing to wait for
@@ -287,7 +291,7 @@ def case_permission(job: Job) -> None:
         Reply(tool="Bash", input={"command": "date > /tmp/fabrikito-bench-probe.txt", "description": "Write the date"}),
         seat=seat.role,
     )
-    bench.submit(job.server, seat, "run the command")
+    seatkit.submit(job.server, seat, "run the command")
     job.wait_screen(
         seat.pane, lambda s: "Do you want to proceed?" in s or "❯ 1. Yes" in s, "the Bash permission prompt"
     )
@@ -297,19 +301,19 @@ def case_permission(job: Job) -> None:
 
 def case_held(job: Job) -> None:
     seat = job.seat("b", mode="bypassPermissions")
-    bench.post_inbox(seat, "hello from outside, please look at the build")
+    seatkit.post_inbox(seat, "hello from outside, please look at the build")
     job.wait_screen(seat.pane, lambda s: "Held message" in s or "Deliver" in s, "the held-message dialog")
     job.settle(seat.pane)
     job.save(seat.pane, "held-dialog", note="bypassPermissions receiver; raw external inbox post")
 
 
 def case_bypass_dialog(job: Job) -> None:
-    home = bench.make_home(job.root / f"home-nobypass-{secrets.token_hex(3)}", skip_bypass_prompt=False)
+    home = claude_setup.make_home(job.root / f"home-nobypass-{secrets.token_hex(3)}", skip_bypass_prompt=False)
     seat = job.seat(mode="bypassPermissions", home=home, wait=False)
     job.wait_screen(seat.pane, lambda s: "Bypass Permissions mode" in s, "the bypass acceptance dialog", 30)
     job.settle(seat.pane)
     job.save(seat.pane, "bypass-dialog", note="HOME without skipDangerousModePermissionPrompt")
-    bench.stop_pids(bench.home_pids(home))
+    seatkit.stop_pids(seatkit.home_pids(home))
 
 
 def case_copy_mode(job: Job) -> None:
@@ -318,7 +322,7 @@ def case_copy_mode(job: Job) -> None:
     job.wait_screen(seat.pane, lambda s: "hello from em" in s, "typed text in the box")
     job.settle(seat.pane)
     job.server.run("copy-mode", "-t", seat.pane)
-    bench.wait_until(lambda: job.server.display(seat.pane, "#{pane_in_mode}") == "1", 5, what="copy mode")
+    seatkit.wait_until(lambda: job.server.display(seat.pane, "#{pane_in_mode}") == "1", 5, what="copy mode")
     job.save(seat.pane, "copy-mode", note="typed 'hello from em', then tmux copy-mode")
 
 
@@ -383,7 +387,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cases", default=",".join(CASES), help="any of: " + ", ".join(CASES))
     parser.add_argument("--jobs", type=int, default=2, help="renderer/size combinations run at once")
     parser.add_argument(
-        "--out", type=Path, default=bench.repo_root() / "tests" / "fixtures" / "screens" / bench.CLAUDE_VERSION
+        "--out",
+        type=Path,
+        default=claude_setup.repo_root() / "tests" / "fixtures" / "screens" / claude_setup.CLAUDE_VERSION,
     )
     args = parser.parse_args(argv)
     cases = [c for c in args.cases.split(",") if c]
@@ -395,7 +401,7 @@ def main(argv: list[str] | None = None) -> int:
         if r not in ("inline", "fullscreen"):
             parser.error(f"unknown renderer: {r}")
         renderers.append("inline" if r == "inline" else "fullscreen")
-    binary = bench.ensure_claude()
+    binary = claude_setup.ensure_claude()
     args.out.mkdir(parents=True, exist_ok=True)
     scratch = SCRATCH  # a fixed place, so the paths Claude Code shows stay the same between runs
     jobs = []

@@ -3,7 +3,7 @@
 Each subcommand has a builder (its arguments) and a handler, named by module
 path and imported only once the command line is parsed, so ``say`` and the
 hook do not pay for what they do not use.  :func:`main` turns a
-:class:`~fabrikito.errors.FabrikitoError` into a message on stderr and its
+:class:`~fabrikito.base.errors.FabrikitoError` into a message on stderr and its
 exit code; a traceback is shown only with ``FABRIKITO_DEBUG=1``.
 """
 
@@ -16,8 +16,8 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from fabrikito.errors import FabrikitoError
-from fabrikito.send import build_send, build_sessions, build_wait_idle
+from fabrikito.base.errors import FabrikitoError
+from fabrikito.inbox.send import build_send, build_sessions, build_wait_idle
 
 Builder = Callable[[argparse.ArgumentParser], None]
 
@@ -120,17 +120,20 @@ COMMANDS: tuple[Command, ...] = (
     Command(
         "log",
         "read the message log: who sent what to whom, and what came of it",
-        "fabrikito.logview:cmd_log",
+        "fabrikito.log.logview:cmd_log",
         _build_log,
     ),
-    Command("send", "post a message into a Claude Code session's inbox", "fabrikito.send:cmd_send", build_send),
+    Command("send", "post a message into a Claude Code session's inbox", "fabrikito.inbox.send:cmd_send", build_send),
     Command(
-        "sessions", "list the live Claude Code sessions in the registry", "fabrikito.send:cmd_sessions", build_sessions
+        "sessions",
+        "list the live Claude Code sessions in the registry",
+        "fabrikito.inbox.send:cmd_sessions",
+        build_sessions,
     ),
     Command(
         "wait-idle",
         "wait until a Claude Code session is idle (or exits)",
-        "fabrikito.send:cmd_wait_idle",
+        "fabrikito.inbox.send:cmd_wait_idle",
         build_wait_idle,
     ),
     Command("up", "start the team's seats and give each its kickoff", "fabrikito.commands:cmd_up", _build_up),

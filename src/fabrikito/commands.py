@@ -11,7 +11,7 @@ import json
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from fabrikito import check, teamfile
+    from fabrikito.team import check, teamfile
 
     team = teamfile.load(args.team)
     report = check.run(team)
@@ -27,7 +27,7 @@ def _read_message(parts: list[str]) -> tuple[str, bool]:
     there are none or the only one is ``-``."""
     import sys
 
-    from fabrikito.errors import UsageError
+    from fabrikito.base.errors import UsageError
 
     if parts and parts != ["-"]:
         return " ".join(parts), False
@@ -43,7 +43,8 @@ def _read_message(parts: list[str]) -> tuple[str, bool]:
 def cmd_say(args: argparse.Namespace) -> int:
     import os
 
-    from fabrikito import say, teamfile
+    from fabrikito.delivery import say
+    from fabrikito.team import teamfile
 
     team = teamfile.load(args.team)
     text, from_stdin = _read_message(args.message)
@@ -63,7 +64,8 @@ def cmd_say(args: argparse.Namespace) -> int:
 def cmd_flush(args: argparse.Namespace) -> int:
     import os
 
-    from fabrikito import flush, say, teamfile
+    from fabrikito.delivery import flush, say
+    from fabrikito.team import teamfile
 
     team = teamfile.load(args.team)
     return flush.run_flush(
@@ -72,13 +74,14 @@ def cmd_flush(args: argparse.Namespace) -> int:
 
 
 def cmd_up(args: argparse.Namespace) -> int:
-    from fabrikito import check, launcher, status, teamfile
+    from fabrikito.launch import lifecycle, status
+    from fabrikito.team import check, teamfile
 
     team = teamfile.load(args.team)
     report = check.run(team)
     for warning in report.warnings:
         _line(f"WARNING: {warning.message}")
-    result = launcher.up(team, args.roles, out=_line, timeout=args.timeout)
+    result = lifecycle.up(team, args.roles, out=_line, timeout=args.timeout)
     _line("")
     _line(status.render(status.collect(team)))
     for failed in result.failed:
@@ -87,14 +90,16 @@ def cmd_up(args: argparse.Namespace) -> int:
 
 
 def cmd_down(args: argparse.Namespace) -> int:
-    from fabrikito import launcher, teamfile
+    from fabrikito.launch import lifecycle
+    from fabrikito.team import teamfile
 
     team = teamfile.load(args.team)
-    return launcher.down(team, args.roles, out=_line)
+    return lifecycle.down(team, args.roles, out=_line)
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from fabrikito import status, teamfile
+    from fabrikito.launch import status
+    from fabrikito.team import teamfile
 
     team = teamfile.load(args.team)
     found = status.collect(team, screens=not args.no_screens)
@@ -106,7 +111,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from fabrikito import demo
+    from fabrikito.offline import demo
 
     if args.stop:
         return demo.stop(demo.demo_dir(args.dir), out=_line)

@@ -17,16 +17,16 @@ from pathlib import Path
 
 import pytest
 
-from fabrikito import bench
-from fabrikito.bench import SeatFactory
-from fabrikito.errors import TmuxError
-from fabrikito.standin import StandIn
-from fabrikito.tmux import Server
+from fabrikito.base.errors import TmuxError
+from fabrikito.base.tmux import Server
+from fabrikito.offline import claude_setup, seatkit
+from fabrikito.offline.seatkit import SeatFactory
+from fabrikito.offline.standin import StandIn
 
 
 @pytest.fixture(scope="session")
 def claude_binary() -> Path:
-    return bench.ensure_claude()
+    return claude_setup.ensure_claude()
 
 
 @pytest.fixture
@@ -42,9 +42,9 @@ def tmux_server() -> Iterator[Server]:
 
 @pytest.fixture
 def claude_home(tmp_path: Path) -> Iterator[Path]:
-    home = bench.make_home(tmp_path / "home")
+    home = claude_setup.make_home(tmp_path / "home")
     yield home
-    bench.stop_pids(bench.home_pids(home))
+    seatkit.stop_pids(seatkit.home_pids(home))
 
 
 @pytest.fixture

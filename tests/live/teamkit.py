@@ -9,8 +9,8 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from fabrikito.bench import Seat
-from fabrikito.tmux import Server
+from fabrikito.base.tmux import Server
+from fabrikito.offline.seatkit import Seat
 
 REPO = Path(__file__).resolve().parents[2]
 

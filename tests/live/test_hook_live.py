@@ -16,10 +16,11 @@ from typing import Any
 
 import pytest
 
-from fabrikito import bench
-from fabrikito.bench import SeatFactory
-from fabrikito.standin import Reply, StandIn
-from fabrikito.tmux import Server
+from fabrikito.base.tmux import Server
+from fabrikito.offline import seatkit
+from fabrikito.offline.replies import Reply
+from fabrikito.offline.seatkit import SeatFactory
+from fabrikito.offline.standin import StandIn
 
 pytestmark = pytest.mark.live
 
@@ -39,7 +40,7 @@ def write_team(path: Path, server: Server) -> Path:
 
 def hook_settings(team: Path, role: str, record: Path) -> dict[str, object]:
     """The seat's settings: the hook (as up writes it) and a recorder of the hook input."""
-    log_hook = f"{shlex.quote(sys.executable)} -m fabrikito.hook --team {shlex.quote(str(team))} --role {role}"
+    log_hook = f"{shlex.quote(sys.executable)} -m fabrikito.log.hook --team {shlex.quote(str(team))} --role {role}"
     recorder = f"sh -c 'cat >> {shlex.quote(str(record))}; echo >> {shlex.quote(str(record))}'"
     hooks = [{"type": "command", "command": log_hook}, {"type": "command", "command": recorder}]
     entry = [{"matcher": "SendMessage", "hooks": hooks}]
@@ -70,7 +71,7 @@ def test_real_seat_sendmessage_is_logged(
         seat_factory.start(role, session=f"lv-{role}", settings=hook_settings(team, role, record), wait=False)
         for role in ("a", "b")
     ]
-    a, b = (bench.wait_ready(tmux_server, seat) for seat in starting)
+    a, b = (seatkit.wait_ready(tmux_server, seat) for seat in starting)
     calls: list[tuple[str, dict[str, Any], list[str]]] = [
         ("send to b", {"to": "lv-b", "message": "hello b, from a"}, ["a", "b", "sent", "hello b, from a"]),
         (
@@ -93,18 +94,18 @@ def test_real_seat_sendmessage_is_logged(
     for prompt, tool_input, row in calls:
         standin.on(prompt, Reply(tool="SendMessage", input=tool_input), seat="a")
         since = standin.mark()
-        bench.submit(tmux_server, a, prompt)
+        seatkit.submit(tmux_server, a, prompt)
         standin.wait_for_request("a", prompt, 30, since=since)
         standin.wait_for_tool_result("a", "SendMessage", 30)
         expected.append(row)
-        bench.wait_until(
+        seatkit.wait_until(
             lambda: len(log_rows(team)) >= len(expected),
             30,
             describe=lambda: f"log: {log_rows(team)}\n{tmux_server.capture(a.pane)}",
             what=f"the log line for {prompt!r}",
         )
-        bench.wait_until(
-            lambda: bench.box_ready(tmux_server, a.pane, a.session),
+        seatkit.wait_until(
+            lambda: seatkit.box_ready(tmux_server, a.pane, a.session),
             30,
             describe=lambda: tmux_server.capture(a.pane),
             what="seat a to be ready again",

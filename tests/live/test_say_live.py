@@ -12,11 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from fabrikito import seatpane
-from fabrikito.bench import SeatFactory
+from fabrikito.base.tmux import Server
+from fabrikito.delivery import seatpane
+from fabrikito.offline.replies import Reply
+from fabrikito.offline.seatkit import SeatFactory
+from fabrikito.offline.standin import StandIn
 from fabrikito.screen import ScreenState, recogniser_for
-from fabrikito.standin import Reply, StandIn
-from fabrikito.tmux import Server
 
 from .teamkit import fabrikito, log_lines, start_fabrikito, wait_for, write_team
 

@@ -21,10 +21,13 @@ from typing import Any
 
 import pytest
 
-from fabrikito import bench, inbox, procs
-from fabrikito.bench import SeatFactory
-from fabrikito.standin import Reply, StandIn
-from fabrikito.tmux import Server
+from fabrikito.base import procs
+from fabrikito.base.tmux import Server
+from fabrikito.inbox import sessions
+from fabrikito.offline import seatkit
+from fabrikito.offline.replies import Reply
+from fabrikito.offline.seatkit import SeatFactory
+from fabrikito.offline.standin import StandIn
 
 pytestmark = pytest.mark.live
 
@@ -106,7 +109,7 @@ def test_same_name_is_ambiguous_and_cwd_picks(
     shared name back, the state such a race leaves.
     """
     seats = [
-        bench.start_seat(
+        seatkit.start_seat(
             tmux_server,
             binary=seat_factory.binary,
             role=role,
@@ -121,15 +124,15 @@ def test_same_name_is_ambiguous_and_cwd_picks(
     ]
     seat_factory.seats.extend(seats)
 
-    def registered(seat: bench.Seat) -> dict[str, Any] | None:
-        entry = bench.read_registry(seat.registry)
+    def registered(seat: seatkit.Seat) -> dict[str, Any] | None:
+        entry = seatkit.read_registry(seat.registry)
         if not entry or entry.get("nameSource") not in ("user", "collision"):
             return None  # the first write holds a derived name; -n is applied just after
         sock = entry.get("messagingSocketPath")
         return entry if isinstance(sock, str) and os.path.exists(sock) else None
 
     for seat in seats:
-        bench.wait_until(partial(registered, seat), 60, what=f"{seat.role} to register")
+        seatkit.wait_until(partial(registered, seat), 60, what=f"{seat.role} to register")
     # Let both settle first: Claude Code rewrites its entry on every status change, which
     # would put the collision name back over the shared one.
     time.sleep(3)
@@ -145,7 +148,7 @@ def test_same_name_is_ambiguous_and_cwd_picks(
     text = f"to one of two ({time.monotonic_ns()})"
     since = standin.mark()
     done = run_cli(claude_home, "send", "--to", "fab-dup", text, cwd=tmp_path)
-    assert done.returncode == inbox.EXIT_AMBIGUOUS, done
+    assert done.returncode == sessions.EXIT_AMBIGUOUS, done
     for seat in seats:
         assert f"pid {seat.pid}" in done.stderr and str(seat.cwd) in done.stderr, done.stderr
     assert "--cwd" in done.stderr
@@ -162,19 +165,19 @@ def test_killed_session_is_stale(
 ) -> None:
     seat = seat_factory.start("k", session="fab-killed")
     # The first registry write holds a derived name; wait for the -n name before the kill.
-    bench.wait_until(
-        lambda: (bench.read_registry(seat.registry) or {}).get("name") == "fab-killed",
+    seatkit.wait_until(
+        lambda: (seatkit.read_registry(seat.registry) or {}).get("name") == "fab-killed",
         10,
         what="the registry to hold the session name",
     )
     os.kill(seat.pid, signal.SIGKILL)
-    bench.wait_until(lambda: not procs.alive(seat.pid), 10, what="the killed seat to be gone")
+    seatkit.wait_until(lambda: not procs.alive(seat.pid), 10, what="the killed seat to be gone")
     assert seat.registry.exists(), "kill -9 should leave the registry file behind"
     done = run_cli(claude_home, "send", "--to", "fab-killed", "anyone there?", cwd=tmp_path)
-    assert done.returncode == inbox.EXIT_STALE, done
+    assert done.returncode == sessions.EXIT_STALE, done
     assert "stale" in done.stderr and f"pid {seat.pid}" in done.stderr and "process dead" in done.stderr
     done = run_cli(claude_home, "send", "--to", f"uds:{seat.socket_path}", "anyone there?", cwd=tmp_path)
-    assert done.returncode == inbox.EXIT_CONNECT_FAILED, done
+    assert done.returncode == sessions.EXIT_CONNECT_FAILED, done
     assert "refused" in done.stderr or "no such socket" in done.stderr, done.stderr
     listing = run_cli(claude_home, "sessions", "--all", "--json", cwd=tmp_path)
     (entry,) = [s for s in json.loads(listing.stdout)["sessions"] if s["pid"] == seat.pid]
@@ -194,7 +197,7 @@ def test_too_large_refused_before_connecting(
     try:
         big = "b" * 1_000_001
         done = run_cli(claude_home, "send", "--to", f"uds:{probe_path}", "-", cwd=tmp_path, stdin=big)
-        assert done.returncode == inbox.EXIT_TOO_LARGE, done.stderr
+        assert done.returncode == sessions.EXIT_TOO_LARGE, done.stderr
         assert "1,000,001" in done.stderr and "nothing was sent" in done.stderr
         with pytest.raises(TimeoutError):
             probe.accept()
@@ -202,7 +205,7 @@ def test_too_large_refused_before_connecting(
         probe.close()
     since = standin.mark()
     done = run_cli(claude_home, "send", "--to", "fab-big", "-", cwd=tmp_path, stdin="c" * 1_000_001)
-    assert done.returncode == inbox.EXIT_TOO_LARGE
+    assert done.returncode == sessions.EXIT_TOO_LARGE
     assert _nothing_arrived(standin, "big", "c" * 1000, since, wait=2.0)
     # Exactly at the limit: sent, and Claude Code takes it.
     marker = f"limit ({time.monotonic_ns()}) "
@@ -235,7 +238,9 @@ def test_bypass_receiver_holds_and_command_says_so(
         screen = tmux_server.capture(seat.pane)
         return screen if HELD_TITLE in screen and text in screen else None
 
-    screen = bench.wait_until(held, 30, what="the held-message dialog", describe=lambda: tmux_server.capture(seat.pane))
+    screen = seatkit.wait_until(
+        held, 30, what="the held-message dialog", describe=lambda: tmux_server.capture(seat.pane)
+    )
     assert text in screen
     assert "did not attest its permission mode" in screen
     assert _nothing_arrived(standin, "byp", text, since, wait=1.0)
@@ -266,7 +271,7 @@ def test_wait_idle(seat_factory: SeatFactory, standin: StandIn, claude_home: Pat
     standin.wait_for_request("w", text, 30, since=since)
     t0 = time.monotonic()
     quick = run_cli(claude_home, "wait-idle", "fab-wait", "--timeout", "1", cwd=tmp_path)
-    assert quick.returncode == inbox.EXIT_WAIT_TIMEOUT, quick
+    assert quick.returncode == sessions.EXIT_WAIT_TIMEOUT, quick
     assert "busy" in quick.stderr
     done = run_cli(claude_home, "wait-idle", "fab-wait", "--timeout", "30", cwd=tmp_path)
     assert done.returncode == 0, done.stderr

@@ -18,10 +18,13 @@ from typing import Any
 
 import pytest
 
-from fabrikito import bench, launcher, status, teamfile
-from fabrikito.errors import TmuxError
-from fabrikito.standin import Reply, StandIn
-from fabrikito.tmux import Server
+from fabrikito.base.errors import TmuxError
+from fabrikito.base.tmux import Server
+from fabrikito.launch import seatfiles, status
+from fabrikito.offline import claude_setup
+from fabrikito.offline.replies import Reply
+from fabrikito.offline.standin import StandIn
+from fabrikito.team import teamfile
 
 from .teamkit import clean_env, fabrikito, log_lines, wait_for
 
@@ -60,11 +63,11 @@ def write_up_team(
         cwd = base / "work" / role
         cwd.mkdir(parents=True, exist_ok=True)
         if role not in untrusted:
-            bench.trust_dir(Path(extra.get("HOME", str(home))), cwd)
+            claude_setup.trust_dir(Path(extra.get("HOME", str(home))), cwd)
         env = {
             "HOME": str(home),
             "ANTHROPIC_BASE_URL": standin.base_url(role),
-            "ANTHROPIC_API_KEY": bench.API_KEY,
+            "ANTHROPIC_API_KEY": claude_setup.API_KEY,
             "DISABLE_AUTOUPDATER": "1",
             **extra,
         }
@@ -142,7 +145,7 @@ def test_up_five_seats_then_status_then_down(
         for event in ("PostToolUse", "PostToolUseFailure"):
             (entry,) = settings["hooks"][event]
             assert entry["matcher"] == "SendMessage"
-            assert "from fabrikito.hook import main" in entry["hooks"][0]["command"]
+            assert "from fabrikito.log.hook import main" in entry["hooks"][0]["command"]
             assert entry["hooks"][0]["command"].endswith(f"--team {team_path} --role {role}")
         assert settings["permissions"]["disableBypassPermissionsMode"] == "disable"
         deny = settings["permissions"].get("deny", [])
@@ -204,7 +207,7 @@ def test_up_five_seats_then_status_then_down(
 
 
 def bench_panes(server: Server) -> list[Any]:
-    from fabrikito import seatpane
+    from fabrikito.delivery import seatpane
 
     try:
         return seatpane.list_panes(server)
@@ -215,7 +218,7 @@ def bench_panes(server: Server) -> list[Any]:
 def test_up_reports_seats_that_cannot_start_and_finishes_a_kickoff_later(
     tmux_server: Server, claude_binary: Path, claude_home: Path, standin: StandIn, tmp_path: Path
 ) -> None:
-    fresh_home = bench.make_home(tmp_path / "fresh-home", skip_bypass_prompt=False)
+    fresh_home = claude_setup.make_home(tmp_path / "fresh-home", skip_bypass_prompt=False)
     seats: list[tuple[str, str, Mapping[str, str]]] = [
         ("fresh", "bypassPermissions", {"HOME": str(fresh_home), "IS_SANDBOX": "1"})
     ]
@@ -254,21 +257,21 @@ def test_up_reports_seats_that_cannot_start_and_finishes_a_kickoff_later(
     pane = next(r.pane_id for r in bench_panes(tmux_server) if r.session == fresh.session)
     tmux_server.send_keys(pane, "Down")
     tmux_server.send_keys(pane, "Enter")
-    record = launcher.read_launch(team, "fresh")
+    record = seatfiles.read_launch(team, "fresh")
     assert record is not None and record.kickoff == "pending"
     again = fabrikito("up", "fresh", team=team_path, role=None, timeout=120)
     assert again.returncode == 0, again.stdout + again.stderr
     assert "fresh: running without its kickoff yet" in again.stdout
     assert "fresh: kickoff delivered" in again.stdout
     standin.wait_for_request("fresh", f"[from launcher] {KICKOFF}", 30)
-    record = launcher.read_launch(team, "fresh")
+    record = seatfiles.read_launch(team, "fresh")
     assert record is not None and record.kickoff == "delivered"
 
 
 def test_demo_runs_end_to_end_and_stops(tmp_path: Path) -> None:
     import secrets
 
-    from fabrikito import demo
+    from fabrikito.offline import demo
 
     socket = f"fab-demo-{secrets.token_hex(4)}"
     directory = tmp_path / "demo"

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from fabrikito import hook, msglog
+from fabrikito.log import hook, msglog
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "hook-payloads"
 SRC = Path(__file__).resolve().parents[2] / "src"
@@ -51,7 +51,7 @@ def log_of(team: Path) -> Path:
 def run_hook(team: Path, payload: bytes, role: str = "be", *args: str) -> subprocess.CompletedProcess[bytes]:
     env = {**os.environ, "PYTHONPATH": str(SRC)}
     return subprocess.run(
-        [sys.executable, "-m", "fabrikito.hook", "--team", str(team), "--role", role, *args],
+        [sys.executable, "-m", "fabrikito.log.hook", "--team", str(team), "--role", role, *args],
         input=payload,
         capture_output=True,
         env=env,
@@ -150,7 +150,7 @@ def test_real_big_message_fixture(team: Path) -> None:
 def test_no_team_or_unreadable_team_writes_nothing_and_exits_0(tmp_path: Path) -> None:
     for args in ([], ["--team", str(tmp_path / "missing.toml")]):
         done = subprocess.run(
-            [sys.executable, "-m", "fabrikito.hook", *args, "--role", "be"],
+            [sys.executable, "-m", "fabrikito.log.hook", *args, "--role", "be"],
             input=fixture("success-same-mode"),
             capture_output=True,
             env={**os.environ, "PYTHONPATH": str(SRC)},
@@ -192,7 +192,7 @@ def test_hook_imports_stay_small(team: Path) -> None:
     run_hook(team, fixture("success-same-mode"))  # writes the roster cache
     code = (
         "import sys, io\n"
-        "from fabrikito import hook\n"
+        "from fabrikito.log import hook\n"
         "hook.main(['--team', sys.argv[1], '--role', 'be'], sys.stdin.buffer.read())\n"
         "print(' '.join(sorted(sys.modules)))\n"
     )
@@ -206,8 +206,14 @@ def test_hook_imports_stay_small(team: Path) -> None:
     )
     loaded = set(done.stdout.decode().split())
     heavy = {"json", "re", "tomllib", "pathlib", "subprocess", "psutil", "asyncio", "argparse", "typing"}
-    heavy |= {"dataclasses", "fabrikito.cli", "fabrikito.tmux", "fabrikito.statedir", "fabrikito.teamfile"}
-    heavy |= {"enum", "fabrikito.msglog", "fabrikito.errors"}
+    heavy |= {
+        "dataclasses",
+        "fabrikito.cli",
+        "fabrikito.base.tmux",
+        "fabrikito.base.statedir",
+        "fabrikito.team.teamfile",
+    }
+    heavy |= {"enum", "fabrikito.log.msglog", "fabrikito.base.errors"}
     assert loaded & heavy == set()
     assert len(log_of(team).read_bytes().splitlines()) == 2
 

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from fabrikito import teamfile
-from fabrikito.errors import TmuxError
-from fabrikito.identity import IdentityRefused, check_team_role, sender_from_ancestry
-from fabrikito.seatpane import PaneRow
+from fabrikito.base.errors import TmuxError
+from fabrikito.delivery.identity import IdentityRefused, check_team_role, sender_from_ancestry
+from fabrikito.delivery.seatpane import PaneRow
+from fabrikito.team import teamfile
 
 
 @pytest.fixture
@@ -83,13 +83,14 @@ def test_a_walk_that_does_not_end_is_refused(team: teamfile.Team) -> None:
 def test_another_tmux_server_among_the_ancestors_is_refused(team: teamfile.Team, tmp_path: Path) -> None:
     import secrets
 
-    from fabrikito.tmux import Server
+    from fabrikito.base.tmux import Server
 
     other = Server(socket_name=f"fab-id-{secrets.token_hex(4)}")
     out = tmp_path / "out"
     script = (
         "import sys; sys.path.insert(0, sys.argv[1]);"
-        "from fabrikito import teamfile; from fabrikito.identity import sender_from_ancestry, IdentityRefused\n"
+        "from fabrikito.team import teamfile\n"
+        "from fabrikito.delivery.identity import sender_from_ancestry, IdentityRefused\n"
         "team = teamfile.load(sys.argv[2])\n"
         "try:\n    r = sender_from_ancestry(team, [])\nexcept IdentityRefused as e:\n    r = 'refused: ' + e.message\n"
         "import os; open(sys.argv[3] + '.tmp', 'w').write(r); os.rename(sys.argv[3] + '.tmp', sys.argv[3])\n"

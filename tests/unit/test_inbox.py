@@ -25,7 +25,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from fabrikito import cli, inbox, inbox_protocol, send
+from fabrikito import cli
+from fabrikito.base import procs
+from fabrikito.inbox import client, protocol, send, sessions
 
 RECORDED = Path("/work/shared/claude-code-2.1.316")
 
@@ -101,7 +103,7 @@ class Registry:
             procStart=_own_start() if proc_start is None else proc_start,
             messagingSocketPath=socket_path or f"/tmp/cc-socks/{pid}-{name}.sock",
         )
-        own = inbox.own_pid_domain()
+        own = sessions.own_pid_domain()
         if own is not None:
             data["pidDomain"] = own
         data.update(extra)
@@ -112,12 +114,12 @@ class Registry:
             path = self.sessions / f"{pid}-{name}.json"
         path.write_text(json.dumps(data), encoding="utf-8")
         if peer_token is not None and data.get("messagingSocketPath"):
-            key = inbox.key_path(self.sessions, pid, data["messagingSocketPath"])
+            key = sessions.key_path(self.sessions, pid, data["messagingSocketPath"])
             key.write_text(json.dumps({"peerToken": peer_token, "procStart": data["procStart"]}), encoding="utf-8")
         return data
 
-    def entries(self) -> list[inbox.SessionEntry]:
-        return inbox.list_sessions(self.env)
+    def entries(self) -> list[sessions.SessionEntry]:
+        return sessions.list_sessions(self.env)
 
 
 @pytest.fixture
@@ -174,7 +176,7 @@ class Listener:
 
 @pytest.fixture
 def listener(tmp_path: Path) -> Iterator[Listener]:
-    sock = Listener(tmp_path / "inbox.sock")
+    sock = Listener(tmp_path / "client.sock")
     yield sock
     sock.close()
 
@@ -183,9 +185,9 @@ def listener(tmp_path: Path) -> Iterator[Listener]:
 
 
 def test_config_dir_prefers_claude_config_dir(tmp_path: Path) -> None:
-    assert inbox.config_dir({"CLAUDE_CONFIG_DIR": str(tmp_path / "cfg"), "HOME": "/h"}) == tmp_path / "cfg"
-    assert inbox.config_dir({"HOME": "/h"}) == Path("/h/.claude")
-    assert inbox.config_dir({"CLAUDE_CONFIG_DIR": "", "HOME": "/h"}) == Path("/h/.claude")
+    assert procs.config_dir({"CLAUDE_CONFIG_DIR": str(tmp_path / "cfg"), "HOME": "/h"}) == tmp_path / "cfg"
+    assert procs.config_dir({"HOME": "/h"}) == Path("/h/.claude")
+    assert procs.config_dir({"CLAUDE_CONFIG_DIR": "", "HOME": "/h"}) == Path("/h/.claude")
 
 
 def test_key_file_names_match_the_recorded_ones() -> None:
@@ -194,13 +196,13 @@ def test_key_file_names_match_the_recorded_ones() -> None:
         pytest.skip("recordings not present")
     for example in json.loads(path.read_text(encoding="utf-8")):
         pid = int(example["file"].split(".")[0])
-        name = inbox.key_path(Path("/x"), pid, f"/tmp/cc-socks/{pid}.sock").name
+        name = sessions.key_path(Path("/x"), pid, f"/tmp/cc-socks/{pid}.sock").name
         assert name == example["file"]
 
 
 def test_recorded_registry_parses_every_field(registry: Registry) -> None:
     for template, data in registry.recorded.items():
-        entry = inbox.parse_entry(Path(f"/x/{data['pid']}.json"), data)
+        entry = sessions.parse_entry(Path(f"/x/{data['pid']}.json"), data)
         assert entry is not None
         assert entry.name == template
         assert entry.pid == data["pid"]
@@ -217,16 +219,16 @@ def test_liveness_alive_dead_reused(registry: Registry) -> None:
     registry.add("gone", pid=_dead_pid())
     registry.add("reused", pid=os.getpid(), proc_start="1")
     by_name = {e.name: e for e in registry.entries()}
-    assert by_name["me"].liveness is inbox.Liveness.ALIVE
-    assert by_name["gone"].liveness is inbox.Liveness.DEAD
-    assert by_name["reused"].liveness is inbox.Liveness.REUSED
+    assert by_name["me"].liveness is sessions.Liveness.ALIVE
+    assert by_name["gone"].liveness is sessions.Liveness.DEAD
+    assert by_name["reused"].liveness is sessions.Liveness.REUSED
     assert by_name["gone"].stale and by_name["reused"].stale and not by_name["me"].stale
 
 
 def test_other_pid_domain_cannot_be_checked(registry: Registry) -> None:
     registry.add("far", pid=_dead_pid(), pidDomain="linux:0000:pid:[1]")
     (entry,) = registry.entries()
-    assert entry.liveness is inbox.Liveness.UNKNOWN
+    assert entry.liveness is sessions.Liveness.UNKNOWN
     assert not entry.stale
 
 
@@ -239,7 +241,7 @@ def test_unreadable_files_are_skipped(registry: Registry) -> None:
 
 
 def test_missing_sessions_dir_is_empty(tmp_path: Path) -> None:
-    assert inbox.list_sessions({"CLAUDE_CONFIG_DIR": str(tmp_path / "nothing")}) == []
+    assert sessions.list_sessions({"CLAUDE_CONFIG_DIR": str(tmp_path / "nothing")}) == []
 
 
 # -- find -----------------------------------------------------------------------------------
@@ -248,7 +250,7 @@ def test_missing_sessions_dir_is_empty(tmp_path: Path) -> None:
 def test_find_by_name(registry: Registry) -> None:
     registry.add("seat-a", cwd="/w/a")
     registry.add("seat-b", cwd="/w/b", pid=os.getppid(), proc_start=None)
-    entry = inbox.find("seat-a", env=registry.env)
+    entry = sessions.find("seat-a", env=registry.env)
     assert entry.name == "seat-a"
     assert entry.cwd == "/w/a"
 
@@ -256,14 +258,14 @@ def test_find_by_name(registry: Registry) -> None:
 def test_find_ambiguous_lists_candidates(registry: Registry) -> None:
     registry.add("dup", cwd="/w/one", socket_path="/tmp/cc-socks/1.sock")
     registry.add("dup", cwd="/w/two", socket_path="/tmp/cc-socks/2.sock")
-    with pytest.raises(inbox.AmbiguousError) as caught:
-        inbox.find("dup", env=registry.env)
+    with pytest.raises(sessions.AmbiguousError) as caught:
+        sessions.find("dup", env=registry.env)
     err = caught.value
-    assert err.exit_code == inbox.EXIT_AMBIGUOUS
+    assert err.exit_code == sessions.EXIT_AMBIGUOUS
     assert len(err.candidates) == 2
     for part in ("/w/one", "/w/two", f"pid {os.getpid()}", "status idle", "--cwd"):
         assert part in err.message
-    assert inbox.find("dup", "/w/two", env=registry.env).socket_path == "/tmp/cc-socks/2.sock"
+    assert sessions.find("dup", "/w/two", env=registry.env).socket_path == "/tmp/cc-socks/2.sock"
 
 
 def test_find_by_cwd_compares_resolved_directories(registry: Registry, tmp_path: Path) -> None:
@@ -273,16 +275,16 @@ def test_find_by_cwd_compares_resolved_directories(registry: Registry, tmp_path:
     link.symlink_to(real)
     registry.add("dup", cwd=str(real), socket_path="/tmp/cc-socks/1.sock")
     registry.add("dup", cwd="/w/two", socket_path="/tmp/cc-socks/2.sock")
-    assert inbox.find("dup", str(link), env=registry.env).cwd == str(real)
-    assert inbox.find("dup", str(real) + "/", env=registry.env).cwd == str(real)
+    assert sessions.find("dup", str(link), env=registry.env).cwd == str(real)
+    assert sessions.find("dup", str(real) + "/", env=registry.env).cwd == str(real)
 
 
 def test_find_stale_is_reported_not_trusted(registry: Registry) -> None:
     dead = _dead_pid()
     registry.add("ghost", pid=dead, cwd="/w/g")
-    with pytest.raises(inbox.StaleError) as caught:
-        inbox.find("ghost", env=registry.env)
-    assert caught.value.exit_code == inbox.EXIT_STALE
+    with pytest.raises(sessions.StaleError) as caught:
+        sessions.find("ghost", env=registry.env)
+    assert caught.value.exit_code == sessions.EXIT_STALE
     assert f"pid {dead}" in caught.value.message
     assert "process dead" in caught.value.message
     assert [c.pid for c in caught.value.candidates] == [dead]
@@ -291,17 +293,17 @@ def test_find_stale_is_reported_not_trusted(registry: Registry) -> None:
 def test_find_prefers_the_live_one_over_a_stale_namesake(registry: Registry) -> None:
     registry.add("seat", pid=_dead_pid(), cwd="/w/old")
     registry.add("seat", cwd="/w/new")
-    assert inbox.find("seat", env=registry.env).cwd == "/w/new"
+    assert sessions.find("seat", env=registry.env).cwd == "/w/new"
 
 
 def test_find_no_such_session_names_the_live_ones(registry: Registry) -> None:
     registry.add("seat-a")
-    with pytest.raises(inbox.NoSuchSessionError) as caught:
-        inbox.find("seat-z", env=registry.env)
-    assert caught.value.exit_code == inbox.EXIT_NO_SUCH_SESSION
+    with pytest.raises(sessions.NoSuchSessionError) as caught:
+        sessions.find("seat-z", env=registry.env)
+    assert caught.value.exit_code == sessions.EXIT_NO_SUCH_SESSION
     assert "seat-a" in caught.value.message
-    with pytest.raises(inbox.NoSuchSessionError, match="other directories"):
-        inbox.find("seat-a", "/elsewhere", env=registry.env)
+    with pytest.raises(sessions.NoSuchSessionError, match="other directories"):
+        sessions.find("seat-a", "/elsewhere", env=registry.env)
 
 
 def test_find_session_without_socket(registry: Registry) -> None:
@@ -309,32 +311,32 @@ def test_find_session_without_socket(registry: Registry) -> None:
     data = json.loads((registry.sessions / f"{os.getpid()}.json").read_text())
     data.pop("messagingSocketPath", None)
     (registry.sessions / f"{os.getpid()}.json").write_text(json.dumps(data))
-    with pytest.raises(inbox.NoSuchSessionError, match="no inbox socket"):
-        inbox.find("bare", env=registry.env)
+    with pytest.raises(sessions.NoSuchSessionError, match="no inbox socket"):
+        sessions.find("bare", env=registry.env)
 
 
 def test_resolve_uds_address(registry: Registry) -> None:
     registry.add("seat-a", socket_path="/tmp/cc-socks/77.sock")
-    target = inbox.resolve("uds:/tmp/cc-socks/77.sock", env=registry.env)
+    target = sessions.resolve("uds:/tmp/cc-socks/77.sock", env=registry.env)
     assert target.socket_path == "/tmp/cc-socks/77.sock"
     assert target.entry is not None and target.entry.name == "seat-a"
-    other = inbox.resolve("uds:/tmp/elsewhere.sock", env=registry.env)
+    other = sessions.resolve("uds:/tmp/elsewhere.sock", env=registry.env)
     assert other.entry is None
-    with pytest.raises(inbox.InvalidMessageError):
-        inbox.resolve("uds:relative.sock", env=registry.env)
+    with pytest.raises(sessions.InvalidMessageError):
+        sessions.resolve("uds:relative.sock", env=registry.env)
 
 
 # -- tokens ----------------------------------------------------------------------------------
 
 
-def _target(registry: Registry, name: str) -> inbox.Target:
-    return inbox.resolve(name, env=registry.env)
+def _target(registry: Registry, name: str) -> sessions.Target:
+    return sessions.resolve(name, env=registry.env)
 
 
 def test_peer_token_from_key_file(registry: Registry) -> None:
     registry.add("seat-a", peer_token="11" * 16)
-    token = inbox.choose_token(_target(registry, "seat-a"), env=registry.env)
-    assert token.kind is inbox.TokenKind.PEER
+    token = client.choose_token(_target(registry, "seat-a"), env=registry.env)
+    assert token.kind is client.TokenKind.PEER
     assert token.value == "11" * 16
     assert "11" * 16 not in repr(token)
 
@@ -345,27 +347,27 @@ def test_child_token_needs_matching_socket_and_ancestry(registry: Registry) -> N
     raw = Path(f"/proc/{os.getppid()}/stat").read_text().rpartition(")")[2].split()[19]
     data["procStart"] = raw
     (registry.sessions / f"{os.getppid()}.json").write_text(json.dumps(data))
-    key = inbox.key_path(registry.sessions, os.getppid(), data["messagingSocketPath"])
+    key = sessions.key_path(registry.sessions, os.getppid(), data["messagingSocketPath"])
     key.write_text(json.dumps({"peerToken": "22" * 16, "procStart": raw}))
     target = _target(registry, "parent")
     env = {
         **registry.env,
-        inbox.ENV_SOCKET: data["messagingSocketPath"],
-        inbox.ENV_TOKEN: "cc" * 16,
+        sessions.ENV_SOCKET: data["messagingSocketPath"],
+        sessions.ENV_TOKEN: "cc" * 16,
     }
-    token = inbox.choose_token(target, env=env)
-    assert token.kind is inbox.TokenKind.CHILD and token.value == "cc" * 16
+    token = client.choose_token(target, env=env)
+    assert token.kind is client.TokenKind.CHILD and token.value == "cc" * 16
     # Another socket in the environment: the peer token.
-    other = {**env, inbox.ENV_SOCKET: "/tmp/cc-socks/other.sock"}
-    assert inbox.choose_token(target, env=other).kind is inbox.TokenKind.PEER
+    other = {**env, sessions.ENV_SOCKET: "/tmp/cc-socks/other.sock"}
+    assert client.choose_token(target, env=other).kind is client.TokenKind.PEER
     # The right socket, but this process is not the session's descendant: the peer token.
-    not_child = inbox.choose_token(target, env=env, ancestor=lambda pid: False)
-    assert not_child.kind is inbox.TokenKind.PEER and not_child.value == "22" * 16
+    not_child = client.choose_token(target, env=env, ancestor=lambda pid: False)
+    assert not_child.kind is client.TokenKind.PEER and not_child.value == "22" * 16
 
 
 def test_is_ancestor() -> None:
-    assert inbox.is_ancestor(os.getppid()) is True
-    assert inbox.is_ancestor(_dead_pid()) is False
+    assert sessions.is_ancestor(os.getppid()) is True
+    assert sessions.is_ancestor(_dead_pid()) is False
 
 
 def test_key_file_is_found_by_the_path_as_recorded_not_resolved(registry: Registry, tmp_path: Path) -> None:
@@ -377,29 +379,29 @@ def test_key_file_is_found_by_the_path_as_recorded_not_resolved(registry: Regist
     registry.add("seat-a", socket_path=recorded, peer_token="33" * 16)
     expected = hashlib.sha256(recorded.encode()).hexdigest()
     assert any(p.name.endswith(f".{expected}.key") for p in registry.sessions.iterdir())
-    token = inbox.choose_token(_target(registry, "seat-a"), env=registry.env)
+    token = client.choose_token(_target(registry, "seat-a"), env=registry.env)
     assert token.value == "33" * 16
 
 
 def test_key_file_of_another_process_is_not_used(registry: Registry) -> None:
     data = registry.add("seat-a", peer_token=None)
-    key = inbox.key_path(registry.sessions, os.getpid(), data["messagingSocketPath"])
+    key = sessions.key_path(registry.sessions, os.getpid(), data["messagingSocketPath"])
     key.write_text(json.dumps({"peerToken": "44" * 16, "procStart": "1"}))
-    token = inbox.choose_token(_target(registry, "seat-a"), env=registry.env)
-    assert token.kind is inbox.TokenKind.NONE
+    token = client.choose_token(_target(registry, "seat-a"), env=registry.env)
+    assert token.kind is client.TokenKind.NONE
 
 
 def test_no_key_file_means_no_token(registry: Registry) -> None:
     registry.add("seat-a", peer_token=None)
-    token = inbox.choose_token(_target(registry, "seat-a"), env=registry.env)
-    assert token.kind is inbox.TokenKind.NONE and token.value is None
+    token = client.choose_token(_target(registry, "seat-a"), env=registry.env)
+    assert token.kind is client.TokenKind.NONE and token.value is None
 
 
 # -- payload -----------------------------------------------------------------------------------
 
 
 def test_payload_is_auth_line_then_user_line() -> None:
-    payload = inbox.build_payload('he said "hi"\nC:\\path ✓ 🎉', "ab" * 16)
+    payload = client.build_payload('he said "hi"\nC:\\path ✓ 🎉', "ab" * 16)
     first, second, tail = payload.split(b"\n")
     assert tail == b""
     assert json.loads(first) == {"type": "auth", "token": "ab" * 16}
@@ -407,62 +409,62 @@ def test_payload_is_auth_line_then_user_line() -> None:
         "type": "user",
         "message": {"role": "user", "content": 'he said "hi"\nC:\\path ✓ 🎉'},
     }
-    assert inbox_protocol.decode(payload) == [
-        inbox_protocol.AuthLine("ab" * 16),
-        inbox_protocol.UserLine('he said "hi"\nC:\\path ✓ 🎉'),
+    assert protocol.decode(payload) == [
+        protocol.AuthLine("ab" * 16),
+        protocol.UserLine('he said "hi"\nC:\\path ✓ 🎉'),
     ]
 
 
 def test_payload_without_token_has_no_auth_line() -> None:
-    payload = inbox.build_payload("hello", None)
+    payload = client.build_payload("hello", None)
     assert payload.count(b"\n") == 1
     assert json.loads(payload)["type"] == "user"
 
 
 @given(st.text(min_size=1).filter(lambda t: bool(t.strip())))
 def test_any_text_round_trips_on_one_line(text: str) -> None:
-    payload = inbox.build_payload(text, "ab" * 16)
+    payload = client.build_payload(text, "ab" * 16)
     payload.decode("utf-8")  # valid UTF-8
     assert payload.count(b"\n") == 2
-    lines = inbox_protocol.decode(payload)
-    assert lines[1] == inbox_protocol.UserLine(text)
+    lines = protocol.decode(payload)
+    assert lines[1] == protocol.UserLine(text)
 
 
 @pytest.mark.parametrize("text", ["", " ", "\n\t \n"])
 def test_empty_message_is_refused(text: str) -> None:
-    with pytest.raises(inbox.InvalidMessageError) as caught:
-        inbox.build_payload(text, None)
+    with pytest.raises(sessions.InvalidMessageError) as caught:
+        client.build_payload(text, None)
     assert caught.value.exit_code == 2
 
 
 @pytest.mark.parametrize("text", ["a\ud800b", "\udcff", "x\udc80"])
 def test_lone_surrogate_is_refused(text: str) -> None:
-    with pytest.raises(inbox.InvalidMessageError, match="surrogate"):
-        inbox.build_payload(text, None)
+    with pytest.raises(sessions.InvalidMessageError, match="surrogate"):
+        client.build_payload(text, None)
 
 
 def test_size_limit_rule() -> None:
-    limit = inbox_protocol.MAX_SERIALIZED_CHARS
+    limit = protocol.MAX_SERIALIZED_CHARS
     assert limit == 1_000_000
-    inbox.check_text("a" * limit)  # a plain million characters: delivered by 2.1.316
-    with pytest.raises(inbox.TooLargeError) as caught:
-        inbox.check_text("a" * (limit + 1))
-    assert caught.value.exit_code == inbox.EXIT_TOO_LARGE
+    client.check_text("a" * limit)  # a plain million characters: delivered by 2.1.316
+    with pytest.raises(sessions.TooLargeError) as caught:
+        client.check_text("a" * (limit + 1))
+    assert caught.value.exit_code == sessions.EXIT_TOO_LARGE
     assert "1,000,001" in caught.value.message
-    inbox.check_text("x\n" * (limit // 3))  # each newline serializes to two characters
-    with pytest.raises(inbox.TooLargeError):
-        inbox.check_text("x\n" * (limit // 3) + "\n")
-    inbox.check_text("🎉" * (limit // 2))  # two UTF-16 units each
-    with pytest.raises(inbox.TooLargeError):
-        inbox.check_text("🎉" * (limit // 2) + "a")
+    client.check_text("x\n" * (limit // 3))  # each newline serializes to two characters
+    with pytest.raises(sessions.TooLargeError):
+        client.check_text("x\n" * (limit // 3) + "\n")
+    client.check_text("🎉" * (limit // 2))  # two UTF-16 units each
+    with pytest.raises(sessions.TooLargeError):
+        client.check_text("🎉" * (limit // 2) + "a")
 
 
 def test_decode_rejects_bad_lines() -> None:
     for bad in (b"\xff\n", b"not json", b"[1]", b'{"type":"x"}', b'{"type":"auth"}', b'{"type":"user","message":{}}'):
-        with pytest.raises(inbox_protocol.ProtocolError):
-            inbox_protocol.decode_line(bad)
-    with pytest.raises(inbox_protocol.ProtocolError, match="incomplete"):
-        inbox_protocol.decode(b'{"type":"auth","token":"x"}')
+        with pytest.raises(protocol.ProtocolError):
+            protocol.decode_line(bad)
+    with pytest.raises(protocol.ProtocolError, match="incomplete"):
+        protocol.decode(b'{"type":"auth","token":"x"}')
 
 
 def test_decode_reads_the_sniffed_peer_line() -> None:
@@ -470,8 +472,8 @@ def test_decode_reads_the_sniffed_peer_line() -> None:
     if not path.exists():
         pytest.skip("recordings not present")
     chunk = json.loads(path.read_text(encoding="utf-8").splitlines()[0])["chunk"]
-    (line,) = inbox_protocol.decode(chunk.encode())
-    assert isinstance(line, inbox_protocol.UserLine)
+    (line,) = protocol.decode(chunk.encode())
+    assert isinstance(line, protocol.UserLine)
     assert line.sender == "uds:/tmp/cc-socks/7855.sock"
     assert line.priority == "next" and line.version == 1 and line.msg_id
     assert "hello sniffer" in line.content
@@ -481,16 +483,16 @@ def test_decode_reads_the_sniffed_peer_line() -> None:
 
 
 def test_post_writes_the_payload(listener: Listener) -> None:
-    payload = inbox.build_payload("hi there", "ab" * 16)
-    result = inbox.post(str(listener.path), payload)
+    payload = client.build_payload("hi there", "ab" * 16)
+    result = client.post(str(listener.path), payload)
     assert result.bytes_written == len(payload)
     assert listener.wait() == [payload]
 
 
 def test_post_to_missing_socket(tmp_path: Path) -> None:
-    with pytest.raises(inbox.ConnectFailedError, match="no such socket") as caught:
-        inbox.post(str(tmp_path / "none.sock"), b"x\n")
-    assert caught.value.exit_code == inbox.EXIT_CONNECT_FAILED
+    with pytest.raises(sessions.ConnectFailedError, match="no such socket") as caught:
+        client.post(str(tmp_path / "none.sock"), b"x\n")
+    assert caught.value.exit_code == sessions.EXIT_CONNECT_FAILED
 
 
 def test_post_to_socket_nobody_listens_on(tmp_path: Path) -> None:
@@ -498,29 +500,29 @@ def test_post_to_socket_nobody_listens_on(tmp_path: Path) -> None:
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     s.bind(str(path))
     s.close()  # the file remains, nobody listens: what kill -9 leaves
-    with pytest.raises(inbox.ConnectFailedError, match="refused"):
-        inbox.post(str(path), b"x\n")
+    with pytest.raises(sessions.ConnectFailedError, match="refused"):
+        client.post(str(path), b"x\n")
 
 
 def test_post_to_receiver_that_never_reads(tmp_path: Path) -> None:
     slow = Listener(tmp_path / "slow.sock", read=False)
     try:
-        payload = inbox.build_payload("x" * 900_000, None)
-        with pytest.raises(inbox.WriteFailedError, match="not sent") as caught:
-            inbox.post(str(slow.path), payload, timeout=0.5)
-        assert caught.value.exit_code == inbox.EXIT_WRITE_FAILED
+        payload = client.build_payload("x" * 900_000, None)
+        with pytest.raises(sessions.WriteFailedError, match="not sent") as caught:
+            client.post(str(slow.path), payload, timeout=0.5)
+        assert caught.value.exit_code == sessions.EXIT_WRITE_FAILED
     finally:
         slow.close()
 
 
 def test_send_by_name(registry: Registry, listener: Listener) -> None:
     registry.add("seat-a", socket_path=str(listener.path), peer_token="55" * 16)
-    report = inbox.send("seat-a", "hello from a test", env=registry.env)
-    assert report.token.kind is inbox.TokenKind.PEER
+    report = client.send("seat-a", "hello from a test", env=registry.env)
+    assert report.token.kind is client.TokenKind.PEER
     (got,) = listener.wait()
-    assert inbox_protocol.decode(got) == [
-        inbox_protocol.AuthLine("55" * 16),
-        inbox_protocol.UserLine("hello from a test"),
+    assert protocol.decode(got) == [
+        protocol.AuthLine("55" * 16),
+        protocol.UserLine("hello from a test"),
     ]
     assert "not yet known to be read" in report.fate[0]
     assert report.to_json()["outcome"] == "written"
@@ -528,20 +530,20 @@ def test_send_by_name(registry: Registry, listener: Listener) -> None:
 
 def test_too_large_is_refused_before_connecting(registry: Registry, listener: Listener) -> None:
     registry.add("seat-a", socket_path=str(listener.path))
-    with pytest.raises(inbox.TooLargeError):
-        inbox.send("seat-a", "y" * 1_000_001, env=registry.env)
+    with pytest.raises(sessions.TooLargeError):
+        client.send("seat-a", "y" * 1_000_001, env=registry.env)
     time.sleep(0.3)
     assert listener.received == []
 
 
 def test_fate_for_a_bypass_receiver_says_held() -> None:
-    peer = inbox.Token(inbox.TokenKind.PEER, "x", "test")
-    assert "HOLDS" in " ".join(inbox.receiver_fate(peer, "bypassPermissions"))
-    assert "delivers" in " ".join(inbox.receiver_fate(peer, "acceptEdits"))
-    unknown = " ".join(inbox.receiver_fate(peer, None))
+    peer = client.Token(client.TokenKind.PEER, "x", "test")
+    assert "HOLDS" in " ".join(client.receiver_fate(peer, "bypassPermissions"))
+    assert "delivers" in " ".join(client.receiver_fate(peer, "acceptEdits"))
+    unknown = " ".join(client.receiver_fate(peer, None))
     assert "HOLDS" in unknown and "delivers" in unknown
-    child = inbox.Token(inbox.TokenKind.CHILD, "x", "test")
-    assert "own child" in " ".join(inbox.receiver_fate(child, "bypassPermissions"))
+    child = client.Token(client.TokenKind.CHILD, "x", "test")
+    assert "own child" in " ".join(client.receiver_fate(child, "bypassPermissions"))
 
 
 # -- wait-idle -------------------------------------------------------------------------------------
@@ -561,7 +563,7 @@ def test_wait_idle_returns_when_idle(registry: Registry) -> None:
     timer = threading.Timer(0.4, _set_status, (entry.path, "idle"))
     timer.start()
     t0 = time.monotonic()
-    final = inbox.wait_idle(entry, timeout=10)
+    final = client.wait_idle(entry, timeout=10)
     assert final.status == "idle"
     assert 0.3 < time.monotonic() - t0 < 3
 
@@ -576,9 +578,9 @@ def test_wait_idle_times_out_and_backs_off(registry: Registry) -> None:
         pauses.append(s)
         now[0] += s
 
-    with pytest.raises(inbox.WaitTimeoutError, match="waiting \\(permission prompt\\)") as caught:
-        inbox.wait_idle(entry, timeout=20, sleep=fake_sleep, clock=lambda: now[0])
-    assert caught.value.exit_code == inbox.EXIT_WAIT_TIMEOUT
+    with pytest.raises(sessions.WaitTimeoutError, match="waiting \\(permission prompt\\)") as caught:
+        client.wait_idle(entry, timeout=20, sleep=fake_sleep, clock=lambda: now[0])
+    assert caught.value.exit_code == sessions.EXIT_WAIT_TIMEOUT
     assert pauses[0] == pytest.approx(0.2)
     assert max(pauses) == pytest.approx(2.0)
     assert len(pauses) < 20
@@ -588,21 +590,21 @@ def test_wait_idle_session_exits(registry: Registry) -> None:
     registry.add("seat-a", status="busy")
     (entry,) = registry.entries()
     threading.Timer(0.3, entry.path.unlink).start()
-    with pytest.raises(inbox.SessionExitedError) as caught:
-        inbox.wait_idle(entry, timeout=10)
-    assert caught.value.exit_code == inbox.EXIT_SESSION_EXITED
+    with pytest.raises(sessions.SessionExitedError) as caught:
+        client.wait_idle(entry, timeout=10)
+    assert caught.value.exit_code == sessions.EXIT_SESSION_EXITED
 
 
 def test_wait_idle_process_gone(registry: Registry) -> None:
     registry.add("seat-a", status="busy")
     (entry,) = registry.entries()
-    gone = inbox.SessionEntry(**{**_fields(entry), "pid": _dead_pid()})
-    with pytest.raises(inbox.SessionExitedError, match="left behind"):
-        inbox.wait_idle(gone, timeout=5)
+    gone = sessions.SessionEntry(**{**_fields(entry), "pid": _dead_pid()})
+    with pytest.raises(sessions.SessionExitedError, match="left behind"):
+        client.wait_idle(gone, timeout=5)
 
 
-def _fields(entry: inbox.SessionEntry) -> dict[str, Any]:
-    return {name: getattr(entry, name) for name in inbox.SessionEntry.__slots__}
+def _fields(entry: sessions.SessionEntry) -> dict[str, Any]:
+    return {name: getattr(entry, name) for name in sessions.SessionEntry.__slots__}
 
 
 # -- the commands ------------------------------------------------------------------------------
@@ -611,7 +613,7 @@ def _fields(entry: inbox.SessionEntry) -> dict[str, Any]:
 @pytest.fixture
 def cli_registry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Registry:
     reg = Registry(tmp_path / "claude")
-    for name in ("TEAM_ROLE", "CLAUDECODE", inbox.ENV_SOCKET, inbox.ENV_TOKEN):
+    for name in ("TEAM_ROLE", "CLAUDECODE", sessions.ENV_SOCKET, sessions.ENV_TOKEN):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(reg.root))
     monkeypatch.chdir(tmp_path)
@@ -633,7 +635,7 @@ def test_help_lists_exit_codes(capsys: pytest.CaptureFixture[str]) -> None:
         cli.main(["send", "--help"])
     out = capsys.readouterr().out
     assert "7   too large" in out
-    codes = {name: value for name, value in vars(inbox).items() if name.startswith("EXIT_")}
+    codes = {name: value for name, value in vars(sessions).items() if name.startswith("EXIT_")}
     for value in codes.values():
         assert re.search(rf"^  {value} ", send.EXIT_CODES_HELP, re.MULTILINE), value
 
@@ -642,7 +644,7 @@ def test_cli_send_by_name(cli_registry: Registry, listener: Listener, capsys: py
     cli_registry.add("seat-a", socket_path=str(listener.path))
     assert cli.main(["send", "--to", "seat-a", 'say "hi"\\n ✓']) == 0
     (got,) = listener.wait()
-    assert inbox_protocol.decode(got)[-1] == inbox_protocol.UserLine('say "hi"\\n ✓')
+    assert protocol.decode(got)[-1] == protocol.UserLine('say "hi"\\n ✓')
     out = capsys.readouterr().out
     assert out.startswith("written:")
     assert "not delivered" in out
@@ -653,21 +655,21 @@ def test_send_from_stdin(cli_registry: Registry, listener: Listener, monkeypatch
     monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(b"line one\nline two\n")))
     assert cli.main(["send", "--to", "seat-a", "--json"]) == 0
     (got,) = listener.wait()
-    assert inbox_protocol.decode(got)[-1] == inbox_protocol.UserLine("line one\nline two")
+    assert protocol.decode(got)[-1] == protocol.UserLine("line one\nline two")
 
 
 def test_send_exit_codes(cli_registry: Registry, listener: Listener, capsys: pytest.CaptureFixture[str]) -> None:
     cli_registry.add("dup", cwd="/w/1", socket_path=str(listener.path))
     cli_registry.add("dup", cwd="/w/2", socket_path=str(listener.path))
     cli_registry.add("ghost", pid=_dead_pid())
-    assert cli.main(["send", "--to", "nobody", "hi"]) == inbox.EXIT_NO_SUCH_SESSION
-    assert cli.main(["send", "--to", "dup", "hi"]) == inbox.EXIT_AMBIGUOUS
+    assert cli.main(["send", "--to", "nobody", "hi"]) == sessions.EXIT_NO_SUCH_SESSION
+    assert cli.main(["send", "--to", "dup", "hi"]) == sessions.EXIT_AMBIGUOUS
     err = capsys.readouterr().err
     assert "/w/1" in err and "/w/2" in err
-    assert cli.main(["send", "--to", "ghost", "hi"]) == inbox.EXIT_STALE
-    assert cli.main(["send", "--to", "dup", "--cwd", "/w/1", "x" * 1_000_001]) == inbox.EXIT_TOO_LARGE
+    assert cli.main(["send", "--to", "ghost", "hi"]) == sessions.EXIT_STALE
+    assert cli.main(["send", "--to", "dup", "--cwd", "/w/1", "x" * 1_000_001]) == sessions.EXIT_TOO_LARGE
     assert cli.main(["send", "--to", "dup", "--cwd", "/w/1", "  "]) == 2
-    assert cli.main(["send", "--to", "uds:/nonexistent/x.sock", "hi"]) == inbox.EXIT_CONNECT_FAILED
+    assert cli.main(["send", "--to", "uds:/nonexistent/x.sock", "hi"]) == sessions.EXIT_CONNECT_FAILED
     assert listener.received == []
     assert cli.main(["send", "--to", "dup", "--cwd", "/w/2", "hi"]) == 0
     assert len(listener.wait()) == 1
@@ -689,7 +691,7 @@ def test_wait_idle_cli(cli_registry: Registry) -> None:
     cli_registry.add("seat-a", status="idle")
     cli_registry.add("seat-b", status="busy", pid=os.getppid(), proc_start=None, template="seat-a")
     assert cli.main(["wait-idle", "seat-a"]) == 0
-    assert cli.main(["wait-idle", "seat-x"]) == inbox.EXIT_NO_SUCH_SESSION
+    assert cli.main(["wait-idle", "seat-x"]) == sessions.EXIT_NO_SUCH_SESSION
 
 
 def test_sender_of() -> None:
@@ -708,8 +710,8 @@ def test_send_to_role_is_logged(
     assert cli.main(["send", "--to", "dev", "tab\there"]) == 0
     out = capsys.readouterr().out
     assert "bypassPermissions" in out and "HOLDS" in out
-    assert cli.main(["send", "--to", "em", "to em"]) == inbox.EXIT_NO_SUCH_SESSION
-    assert cli.main(["send", "--to", "sec", "secret point"]) == inbox.EXIT_NO_SUCH_SESSION
+    assert cli.main(["send", "--to", "em", "to em"]) == sessions.EXIT_NO_SUCH_SESSION
+    assert cli.main(["send", "--to", "sec", "secret point"]) == sessions.EXIT_NO_SUCH_SESSION
     lines = (tmp_path / ".state" / "acme" / "messages.log").read_text().splitlines()
     fields = [line.split("\t") for line in lines]
     assert [f[1:] for f in fields] == [

@@ -14,9 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from fabrikito import launcher, teamfile
-from fabrikito.errors import UsageError
-from fabrikito.teamfile import Team
+from fabrikito.base.errors import UsageError
+from fabrikito.launch import lifecycle, seatfiles
+from fabrikito.team import teamfile
+from fabrikito.team.teamfile import Team
 
 REPO = Path(__file__).resolve().parents[2]
 PAYLOADS = REPO / "tests" / "fixtures" / "hook-payloads"
@@ -52,7 +53,7 @@ def seat(team: Team, role: str) -> teamfile.Seat:
 
 def test_settings_hold_both_hooks_on_sendmessage_running_the_seats_hook(tmp_path: Path) -> None:
     team = make_team(tmp_path)
-    settings = launcher.seat_settings(team, seat(team, "api"))
+    settings = seatfiles.seat_settings(team, seat(team, "api"))
     hooks = settings["hooks"]
     assert set(hooks) == {"PostToolUse", "PostToolUseFailure"}
     for event in ("PostToolUse", "PostToolUseFailure"):
@@ -61,7 +62,7 @@ def test_settings_hold_both_hooks_on_sendmessage_running_the_seats_hook(tmp_path
         assert entry["matcher"] == "SendMessage"
         assert [h["type"] for h in entry["hooks"]] == ["command"]
         argv = shlex.split(entry["hooks"][0]["command"])
-        assert "from fabrikito.hook import main" in argv[argv.index("-c") + 1]
+        assert "from fabrikito.log.hook import main" in argv[argv.index("-c") + 1]
         assert argv[argv.index("--team") + 1] == str(team.path)
         assert argv[argv.index("--role") + 1] == "api"
         assert Path(argv[argv.index("-S") - 1]).is_absolute()
@@ -69,16 +70,16 @@ def test_settings_hold_both_hooks_on_sendmessage_running_the_seats_hook(tmp_path
 
 def test_every_seat_but_em_has_a_read_deny_on_the_log_as_an_absolute_rule(tmp_path: Path) -> None:
     team = make_team(tmp_path)
-    assert "deny" not in launcher.seat_settings(team, seat(team, "em"))["permissions"]
+    assert "deny" not in seatfiles.seat_settings(team, seat(team, "em"))["permissions"]
     for role in ("api", "sec", "ops"):
-        deny = launcher.seat_settings(team, seat(team, role))["permissions"]["deny"]
+        deny = seatfiles.seat_settings(team, seat(team, role))["permissions"]["deny"]
         assert f"Read(/{team.log_path})" in deny  # `//abs/path`: an absolute path in a permission rule
         assert all(rule.startswith("Read(//") for rule in deny)
 
 
 def test_bypass_is_switched_off_unless_the_seat_can_bypass(tmp_path: Path) -> None:
     team = make_team(tmp_path)
-    perms = {s.role: launcher.seat_settings(team, s)["permissions"] for s in team.seats}
+    perms = {s.role: seatfiles.seat_settings(team, s)["permissions"] for s in team.seats}
     assert perms["em"]["disableBypassPermissionsMode"] == "disable"
     assert perms["api"]["disableBypassPermissionsMode"] == "disable"
     assert "disableBypassPermissionsMode" not in perms["sec"]  # bypassPermissions
@@ -90,9 +91,9 @@ def test_bypass_is_switched_off_unless_the_seat_can_bypass(tmp_path: Path) -> No
 
 def test_settings_env_names_role_and_team(tmp_path: Path) -> None:
     team = make_team(tmp_path)
-    env = launcher.seat_settings(team, seat(team, "api"))["env"]
+    env = seatfiles.seat_settings(team, seat(team, "api"))["env"]
     assert env == {"TEAM_ROLE": "api", "FABRIKITO_TEAM": str(team.path)}
-    assert launcher.seat_env(team, seat(team, "api")) == {
+    assert seatfiles.seat_env(team, seat(team, "api")) == {
         "ANTHROPIC_BASE_URL": "http://127.0.0.1:1/seat/api",
         "TEAM_ROLE": "api",
         "FABRIKITO_TEAM": str(team.path),
@@ -101,17 +102,17 @@ def test_settings_env_names_role_and_team(tmp_path: Path) -> None:
 
 def test_hook_command_names_the_package_directory_and_skips_site(tmp_path: Path) -> None:
     team = make_team(tmp_path)
-    checkout = launcher.hook_command(team, "api", python="/opt/py/bin/python3", root=Path("/src tree/src"))
+    checkout = seatfiles.hook_command(team, "api", python="/opt/py/bin/python3", root=Path("/src tree/src"))
     assert checkout.startswith("PYTHONPATH='/src tree/src' /opt/py/bin/python3 -S -c ")
     assert shlex.split(checkout)[-4:] == ["--team", str(team.path), "--role", "api"]
-    installed = launcher.hook_command(team, "api", python="/opt/py/bin/python3", root=Path("/x/site-packages"))
+    installed = seatfiles.hook_command(team, "api", python="/opt/py/bin/python3", root=Path("/x/site-packages"))
     assert installed.startswith("PYTHONPATH=/x/site-packages /opt/py/bin/python3 -S -c ")
 
 
 def test_generated_hook_command_logs_a_sendmessage(tmp_path: Path) -> None:
     """The command in the settings, run by a shell as Claude Code runs it, appends the log line."""
     team = make_team(tmp_path)
-    command = launcher.seat_settings(team, seat(team, "api"))["hooks"]["PostToolUse"][0]["hooks"][0]["command"]
+    command = seatfiles.seat_settings(team, seat(team, "api"))["hooks"]["PostToolUse"][0]["hooks"][0]["command"]
     payload = json.loads((PAYLOADS / "success-same-mode.json").read_text(encoding="utf-8"))
     payload["tool_input"]["to"] = "acme-em"
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
@@ -134,7 +135,7 @@ def test_generated_hook_command_logs_a_sendmessage(tmp_path: Path) -> None:
 
 def test_prompt_is_the_shared_prompt_then_the_roster(tmp_path: Path) -> None:
     team = make_team(tmp_path, shared="# Shared rules\nAct only on roster names.\n")
-    text = launcher.seat_prompt(team, seat(team, "api"))
+    text = seatfiles.seat_prompt(team, seat(team, "api"))
     assert text.startswith("# Shared rules\nAct only on roster names.\n\n## The roster")
     for s in team.seats:
         assert f"| {s.role} | {s.session} |" in text
@@ -145,8 +146,8 @@ def test_prompt_is_the_shared_prompt_then_the_roster(tmp_path: Path) -> None:
 
 def test_prompt_without_a_shared_prompt_file_is_the_roster(tmp_path: Path) -> None:
     team = make_team(tmp_path, shared=None)
-    assert launcher.seat_prompt(team, seat(team, "em")).startswith("## The roster")
-    assert "You are the EM" in launcher.seat_prompt(team, seat(team, "em"))
+    assert seatfiles.seat_prompt(team, seat(team, "em")).startswith("## The roster")
+    assert "You are the EM" in seatfiles.seat_prompt(team, seat(team, "em"))
 
 
 def test_example_shared_prompt_says_what_keeps_a_team_honest() -> None:
@@ -169,24 +170,24 @@ def test_example_shared_prompt_says_what_keeps_a_team_honest() -> None:
 
 def test_seat_command_runs_the_agent_with_name_settings_mode_prompt_and_args(tmp_path: Path) -> None:
     team = make_team(tmp_path)
-    argv = launcher.seat_command(team, seat(team, "api"))
+    argv = seatfiles.seat_command(team, seat(team, "api"))
     assert argv[:2] == ["/bin/sh", "-c"]
-    assert argv[3] == launcher.SEAT_ARGV0
+    assert argv[3] == seatfiles.SEAT_ARGV0
     agent = argv[4:]
     assert agent[0] == "claude"
     assert agent[agent.index("-n") + 1] == "acme-api"
-    assert agent[agent.index("--settings") + 1] == str(launcher.settings_path(team, "api"))
+    assert agent[agent.index("--settings") + 1] == str(seatfiles.settings_path(team, "api"))
     assert agent[agent.index("--permission-mode") + 1] == "acceptEdits"
-    assert agent[agent.index("--append-system-prompt-file") + 1] == str(launcher.prompt_path(team, "api"))
+    assert agent[agent.index("--append-system-prompt-file") + 1] == str(seatfiles.prompt_path(team, "api"))
     assert agent[-2:] == ["--model", "sonnet"]
-    ops = launcher.seat_command(team, seat(team, "ops"))[4:]
+    ops = seatfiles.seat_command(team, seat(team, "ops"))[4:]
     assert ops.count("--permission-mode") == 1  # from its args only
     assert ops[-3:] == ["--permission-mode", "plan", "--allow-dangerously-skip-permissions"]
 
 
 def test_strip_script_drops_other_sessions_messaging_variables_and_execs(tmp_path: Path) -> None:
     team = make_team(tmp_path)
-    script = launcher.seat_command(team, seat(team, "api"))[2]
+    script = seatfiles.seat_command(team, seat(team, "api"))[2]
     env = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "CLAUDE_CODE_MESSAGING_SOCKET": "/tmp/other.sock",
@@ -204,7 +205,7 @@ def test_strip_script_drops_other_sessions_messaging_variables_and_execs(tmp_pat
             "/bin/sh",
             "-c",
             script,
-            launcher.SEAT_ARGV0,
+            seatfiles.SEAT_ARGV0,
             sys.executable,
             "-c",
             "import os; print(repr(dict(os.environ)))",
@@ -223,29 +224,29 @@ def test_strip_script_drops_other_sessions_messaging_variables_and_execs(tmp_pat
 
 def test_seat_files_are_private(tmp_path: Path) -> None:
     team = make_team(tmp_path)
-    launcher.write_seat_files(team, seat(team, "api"))
-    assert stat.S_IMODE(os.stat(launcher.seats_dir(team)).st_mode) == 0o700
-    for path in (launcher.settings_path(team, "api"), launcher.prompt_path(team, "api")):
+    seatfiles.write_seat_files(team, seat(team, "api"))
+    assert stat.S_IMODE(os.stat(seatfiles.seats_dir(team)).st_mode) == 0o700
+    for path in (seatfiles.settings_path(team, "api"), seatfiles.prompt_path(team, "api")):
         assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
-    data = json.loads(launcher.settings_path(team, "api").read_text(encoding="utf-8"))
-    assert data == launcher.seat_settings(team, seat(team, "api"))
+    data = json.loads(seatfiles.settings_path(team, "api").read_text(encoding="utf-8"))
+    assert data == seatfiles.seat_settings(team, seat(team, "api"))
 
 
 def test_launch_record_round_trip(tmp_path: Path) -> None:
     team = make_team(tmp_path)
-    launcher.write_seat_files(team, seat(team, "api"))
-    assert launcher.read_launch(team, "api") is None
-    record = launcher.LaunchRecord(pane="%3", pid=42, kickoff="pending", started=1.5)
-    launcher.write_launch(team, "api", record)
-    assert launcher.read_launch(team, "api") == record
+    seatfiles.write_seat_files(team, seat(team, "api"))
+    assert seatfiles.read_launch(team, "api") is None
+    record = seatfiles.LaunchRecord(pane="%3", pid=42, kickoff="pending", started=1.5)
+    seatfiles.write_launch(team, "api", record)
+    assert seatfiles.read_launch(team, "api") == record
 
 
 def test_unknown_role_is_a_usage_error(tmp_path: Path) -> None:
     team = make_team(tmp_path)
     with pytest.raises(UsageError, match="no seat nope"):
-        launcher.select_seats(team, ["api", "nope"])
-    assert [s.role for s in launcher.select_seats(team, ["sec", "em"])] == ["em", "sec"]
-    assert len(launcher.select_seats(team, None)) == 4
+        lifecycle.select_seats(team, ["api", "nope"])
+    assert [s.role for s in lifecycle.select_seats(team, ["sec", "em"])] == ["em", "sec"]
+    assert len(lifecycle.select_seats(team, None)) == 4
 
 
 def test_cli_registers_up_down_status_demo() -> None:
@@ -275,12 +276,12 @@ def test_up_refuses_an_invalid_team_file_before_tmux(tmp_path: Path) -> None:
 
 
 def test_up_refuses_before_any_tmux_call_when_the_agent_is_not_found(tmp_path: Path) -> None:
-    from fabrikito.errors import UsageError
-    from fabrikito.tmux import Server
+    from fabrikito.base.errors import UsageError
+    from fabrikito.base.tmux import Server
 
     team = make_team(tmp_path)
     team = dataclasses.replace(team, agent=("no-such-agent-for-fabrikito",))
     server = Server(socket_name="fab-never-started")
     with pytest.raises(UsageError, match="'no-such-agent-for-fabrikito' of team acme is not found on PATH"):
-        launcher.up(team, out=lambda line: None, server=server)
+        lifecycle.up(team, out=lambda line: None, server=server)
     assert not server.alive()

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from fabrikito import logview, msglog
-from fabrikito.errors import UsageError
-from fabrikito.msglog import Outcome
+from fabrikito.base.errors import UsageError
+from fabrikito.log import logview, msglog
+from fabrikito.log.msglog import Outcome
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 T0 = time.mktime((2026, 10, 30, 14, 5, 9, 0, 0, -1))

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fabrikito import msglog
-from fabrikito.msglog import Foreign, LogWriteError, Outcome, Record
+from fabrikito.log import msglog
+from fabrikito.log.msglog import Foreign, LogWriteError, Outcome, Record
 
 # Anything the log must never hold raw: C0 controls (tab and newline included), DEL, C1, bidi.
 RAW_CONTROL = re.compile(rb"[\x00-\x1f\x7f]|\xc2[\x80-\x9f]|\xe2\x80[\xaa-\xae]|\xe2\x81[\xa6-\xa9]")

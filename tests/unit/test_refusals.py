@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from fabrikito import refusals
-from fabrikito.refusals import RefusalClass
+from fabrikito.delivery import refusals
+from fabrikito.delivery.refusals import RefusalClass
 
 
 @pytest.fixture

@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from fabrikito import say, statedir, teamfile
+from fabrikito.base import statedir
+from fabrikito.delivery import say
+from fabrikito.team import teamfile
 
 
 def test_crlf_becomes_lf_and_one_trailing_newline_from_stdin_is_dropped() -> None:
@@ -24,8 +26,9 @@ def test_the_label_is_its_own_paste_with_a_space() -> None:
 
 def test_say_imports_no_heavy_modules() -> None:
     code = (
-        "import sys; import fabrikito.cli, fabrikito.commands, fabrikito.say, fabrikito.teamfile;"
-        "heavy = {'psutil', 'asyncio', 'fabrikito.inbox', 'fabrikito.launcher', 'fabrikito.standin', 'tomllib'};"
+        "import sys; import fabrikito.cli, fabrikito.commands, fabrikito.delivery.say, fabrikito.team.teamfile;"
+        "heavy = {'psutil', 'asyncio', 'fabrikito.inbox.client', 'fabrikito.inbox.sessions', 'fabrikito.launch',"
+        " 'fabrikito.offline', 'tomllib'};"
         "print(sorted(heavy & set(sys.modules)))"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

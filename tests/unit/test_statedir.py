@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from fabrikito import statedir
-from fabrikito.errors import StateFileError
+from fabrikito.base import statedir
+from fabrikito.base.errors import StateFileError
 
 
 def test_state_dir_is_created_0700(tmp_path: Path) -> None:

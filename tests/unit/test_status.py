@@ -10,10 +10,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fabrikito import msglog, seatpane, status, teamfile
+from fabrikito.base.tmux import Server
+from fabrikito.delivery import seatpane
+from fabrikito.launch import status
+from fabrikito.launch.status import SeatState
+from fabrikito.log import msglog
 from fabrikito.screen import PaneSnapshot
-from fabrikito.status import SeatState
-from fabrikito.tmux import Server
+from fabrikito.team import teamfile
 
 REPO = Path(__file__).resolve().parents[2]
 SCREENS = REPO / "tests" / "fixtures" / "screens" / "2.1.316"

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from fabrikito import check, teamfile
-from fabrikito.errors import TeamFileError
-from fabrikito.teamfile import PermissionClass
+from fabrikito.base.errors import TeamFileError
+from fabrikito.team import check, teamfile
+from fabrikito.team.teamfile import PermissionClass
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "team.toml"

@@ -5,8 +5,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from fabrikito.errors import TmuxError
-from fabrikito.tmux import Server
+from fabrikito.base.errors import TmuxError
+from fabrikito.base.tmux import Server
 
 
 @pytest.fixture

@@ -1,46 +1,12 @@
-"""``up`` and ``down``: start the team's seats, give each its kickoff, stop them.
+"""``up`` and ``down``: start the team's seats, wait for their boxes, give each its kickoff, stop them.
 
-``up`` starts every seat of the team file that is not running, each in its own
-tmux session on the team's server, named by the roster's session column::
-
-    /bin/sh -c <strip> fabrikito-seat <agent> --settings <generated> -n <session>
-        [--permission-mode <mode>] --append-system-prompt-file <generated> <args...>
-
-``<strip>`` is a few lines of ``sh`` that drop inherited variables a seat must
-not see (another session's ``CLAUDE_CODE_MESSAGING_*`` and the variables
-Claude Code sets for its own children), then ``exec`` the agent, so the pane's
-process is the agent itself.  tmux ``-e`` adds ``TEAM_ROLE``,
-``FABRIKITO_TEAM`` and the seat's ``env`` table.
-
-Each seat's generated files live in ``.state/<team>/seats/`` (0700; files
-0600), never among the user's own settings:
-
-* ``<role>.settings.json``: the permission mode; bypass switched off
-  (``disableBypassPermissionsMode``) unless the seat's mode or args make bypass
-  available; the ``PostToolUse`` and ``PostToolUseFailure`` hooks on
-  ``SendMessage`` that run fabrikito's hook (``hook.command_line``) for the seat; a Read
-  deny on ``messages.log`` for every seat but ``em``; ``env`` with
-  ``TEAM_ROLE`` and ``FABRIKITO_TEAM``;
-* ``<role>.prompt.md``: the shared prompt (``roles/common.md``) and a
-  generated roster section, appended to the seat's system prompt;
-* ``<role>.launch.json``: which pane ``up`` started and whether its kickoff
-  went, so an ``up`` run again finishes a kickoff that an earlier one could
-  not give (a seat held at a startup dialog) and otherwise leaves a running
-  seat alone.
-
-Then it waits, with one tmux call per round for all seats, until each shows
-its input box, and gives it its kickoff through :func:`fabrikito.say.deliver`
-labelled ``[from launcher]``, logging one line in ``messages.log``.  A seat
-that stops at a startup dialog or exits is reported with what to do; nothing
-is left silently stuck.
-
-``down`` kills the seats' panes (and nothing else: not the server, not other
-sessions), and leaves ``.state/`` and the log as they are.
+What each seat is started with (its generated settings, prompt and command)
+is :mod:`fabrikito.launch.seatfiles`; the kickoff goes through
+:func:`fabrikito.delivery.say.deliver` like any other message.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import shlex
 import threading
@@ -49,20 +15,32 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from enum import StrEnum
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from fabrikito import msglog, procs, seatpane, statedir
-from fabrikito.errors import FabrikitoError, TmuxError, UsageError
+from fabrikito.base import procs, statedir
+from fabrikito.base.errors import FabrikitoError, TmuxError, UsageError
+from fabrikito.base.tmux import Server
+from fabrikito.delivery import seatpane
+from fabrikito.launch.seatfiles import (
+    LAUNCHER,
+    PANE_COLS,
+    PANE_ROWS,
+    LaunchRecord,
+    launch_path,
+    read_launch,
+    seat_command,
+    seat_env,
+    seats_dir,
+    write_launch,
+    write_seat_files,
+)
+from fabrikito.log import msglog
 from fabrikito.screen import ScreenState, recogniser_for
-from fabrikito.teamfile import Seat, Team
-from fabrikito.tmux import Server
+from fabrikito.team.teamfile import Seat, Team
 
 if TYPE_CHECKING:
-    from fabrikito.say import Delivery
+    from fabrikito.delivery.say import Delivery
 
-LAUNCHER = "launcher"
-EM_ROLE = "em"
 READY_TIMEOUT = 90.0
 KICKOFF_TIMEOUT = 20.0
 KICKOFF_RETRY = 1.0
@@ -74,39 +52,6 @@ STARTUP_HINTS = ("Bypass Permissions mode", "trust this folder", "custom API key
 BOX_TEXT_REFUSAL = "already holds text"
 POLL = 0.2
 STOP_GRACE = 5.0
-PANE_COLS, PANE_ROWS = 220, 50
-SEAT_ARGV0 = "fabrikito-seat"
-
-#: Inherited variables a seat never sees.  tmux sets ``TMUX`` and
-#: ``TMUX_PANE`` for each pane itself, to the seat's own pane, so whatever
-#: the process running ``up`` had is already replaced there.
-STRIP_PREFIXES = ("CLAUDE_CODE_MESSAGING_",)
-#: ``CI``, ``NO_COLOR`` and the like make Claude Code draw without colours, and
-#: ``say`` recognises the input box by its colours: a seat is an interactive
-#: session, so they are not passed on.
-STRIP_NAMES = (
-    "CLAUDECODE",
-    "CLAUDE_CODE_ENTRYPOINT",
-    "CLAUDE_CODE_SSE_PORT",
-    "CI",
-    "CONTINUOUS_INTEGRATION",
-    "NO_COLOR",
-    "FORCE_COLOR",
-    "TF_BUILD",
-    "TEAMCITY_VERSION",
-)
-
-_STRIP_SCRIPT = (
-    "set -f\n"
-    "for v in $(env | cut -d= -f1); do\n"
-    "  case $v in\n"
-    "    *[!A-Za-z0-9_]*) ;;\n"
-    "    " + "|".join([*(p + "*" for p in STRIP_PREFIXES), *STRIP_NAMES]) + ') unset "$v" ;;\n'
-    "  esac\n"
-    "done\n"
-    "set +f\n"
-    'exec "$@"\n'
-)
 
 
 class Step(StrEnum):
@@ -148,170 +93,6 @@ class Progress:
     def __call__(self, role: str, text: str) -> None:
         with self._lock:
             self._out(f"[{time.monotonic() - self._t0:5.1f}s] {role}: {text}")
-
-
-# -- the generated files ------------------------------------------------------------
-
-
-def seats_dir(team: Team) -> Path:
-    return team.state_dir / "seats"
-
-
-def settings_path(team: Team, role: str) -> Path:
-    return seats_dir(team) / f"{role}.settings.json"
-
-
-def prompt_path(team: Team, role: str) -> Path:
-    return seats_dir(team) / f"{role}.prompt.md"
-
-
-def launch_path(team: Team, role: str) -> Path:
-    return seats_dir(team) / f"{role}.launch.json"
-
-
-def hook_command(team: Team, role: str, *, python: str | None = None, root: Path | None = None) -> str:
-    """The shell command Claude Code runs for the seat's SendMessage hook (see :mod:`fabrikito.hook`)."""
-    from fabrikito.hook import command_line
-
-    return command_line(str(team.path), role, python=python, root=None if root is None else str(root))
-
-
-def log_read_denies(team: Team) -> list[str]:
-    """``Read`` deny rules for the message log (``//`` starts an absolute path in a rule)."""
-    paths = [str(team.log_path)]
-    real = os.path.realpath(team.log_path)
-    if real not in paths:
-        paths.append(real)
-    return [f"Read(/{p})" for p in paths]
-
-
-def seat_variables(team: Team, seat: Seat) -> dict[str, str]:
-    return {"TEAM_ROLE": seat.role, "FABRIKITO_TEAM": str(team.path)}
-
-
-def seat_settings(team: Team, seat: Seat, *, python: str | None = None, root: Path | None = None) -> dict[str, Any]:
-    """The ``--settings`` file of a seat."""
-    hook = {"type": "command", "command": hook_command(team, seat.role, python=python, root=root)}
-    permissions: dict[str, Any] = {}
-    if seat.permission_mode is not None:
-        permissions["defaultMode"] = seat.permission_mode
-    if not seat.bypass_available:
-        permissions["disableBypassPermissionsMode"] = "disable"
-    if seat.role != EM_ROLE:
-        permissions["deny"] = log_read_denies(team)
-    return {
-        "permissions": permissions,
-        "hooks": {
-            "PostToolUse": [{"matcher": "SendMessage", "hooks": [dict(hook)]}],
-            "PostToolUseFailure": [{"matcher": "SendMessage", "hooks": [dict(hook)]}],
-        },
-        "env": seat_variables(team, seat),
-    }
-
-
-def roster_section(team: Team, seat: Seat) -> str:
-    """The generated part of a seat's prompt: who is on the team, and who this seat is."""
-    lines = [
-        "## The roster",
-        "",
-        f"Team `{team.name}`. These are the only names you act on:",
-        "",
-        "| role | session name |",
-        "|---|---|",
-    ]
-    lines += [f"| {s.role} | {s.session} |" for s in team.seats]
-    lines.append("")
-    lines.append(f"You are `{seat.role}`; your session name is `{seat.session}`.")
-    em = team.seat(EM_ROLE)
-    if em is None:
-        lines.append("This team has no `em` seat: report what you would report to the EM to the owner instead.")
-    elif em.role == seat.role:
-        lines.append("You are the EM: the other seats report to you.")
-    else:
-        lines.append(f"The EM is `{EM_ROLE}`, session `{em.session}`.")
-    lines.append("")
-    lines.append(
-        f'`say` is `{say_command()} say <role> "message"` (your environment names the team and your role, '
-        "so it labels the message as yours)."
-    )
-    return "\n".join(lines) + "\n"
-
-
-def say_command() -> str:
-    """How a seat runs fabrikito: the checkout's ``fabrikito`` script, else the installed command."""
-    from fabrikito.hook import package_root
-
-    script = Path(package_root()).parent / "fabrikito"
-    return shlex.quote(str(script)) if script.is_file() and os.access(script, os.X_OK) else "fabrikito"
-
-
-def seat_prompt(team: Team, seat: Seat) -> str:
-    """The text appended to the seat's system prompt: the shared prompt, then the roster."""
-    shared = ""
-    if team.shared_prompt is not None:
-        try:
-            shared = team.shared_prompt.read_text(encoding="utf-8")
-        except OSError:
-            shared = ""
-    parts = [shared.rstrip("\n")] if shared.strip() else []
-    parts.append(roster_section(team, seat))
-    return "\n\n".join(parts)
-
-
-def seat_command(team: Team, seat: Seat) -> list[str]:
-    """The argv of the seat's pane."""
-    argv = [*team.agent, "--settings", str(settings_path(team, seat.role)), "-n", seat.session]
-    if seat.permission_mode is not None:
-        argv += ["--permission-mode", seat.permission_mode]
-    argv += ["--append-system-prompt-file", str(prompt_path(team, seat.role))]
-    argv += list(seat.args)
-    return ["/bin/sh", "-c", _STRIP_SCRIPT, SEAT_ARGV0, *argv]
-
-
-def seat_env(team: Team, seat: Seat) -> dict[str, str]:
-    """What tmux sets in the seat's pane (``-e``): the seat's env table, its role and team."""
-    return {**dict(seat.env), **seat_variables(team, seat)}
-
-
-def write_seat_files(team: Team, seat: Seat) -> None:
-    statedir.ensure_state_dir(team.base_dir, team.name)
-    statedir.ensure_dir(seats_dir(team))
-    settings = json.dumps(seat_settings(team, seat), indent=2, ensure_ascii=False) + "\n"
-    statedir.write_atomic(settings_path(team, seat.role), settings.encode("utf-8"))
-    statedir.write_atomic(prompt_path(team, seat.role), seat_prompt(team, seat).encode("utf-8"))
-
-
-# -- the launch record ------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class LaunchRecord:
-    pane: str
-    pid: int
-    kickoff: str  # pending / delivered / none / failed
-    started: float
-
-
-def read_launch(team: Team, role: str) -> LaunchRecord | None:
-    try:
-        raw = statedir.read_plain(launch_path(team, role))
-    except (OSError, FabrikitoError):
-        return None
-    if not raw:
-        return None
-    try:
-        data = json.loads(raw)
-        return LaunchRecord(str(data["pane"]), int(data["pid"]), str(data["kickoff"]), float(data["started"]))
-    except (ValueError, KeyError, TypeError):
-        return None
-
-
-def write_launch(team: Team, role: str, record: LaunchRecord) -> None:
-    data = {"pane": record.pane, "pid": record.pid, "kickoff": record.kickoff, "started": record.started}
-    try:
-        statedir.write_atomic(launch_path(team, role), json.dumps(data).encode())
-    except (OSError, FabrikitoError):
-        pass  # only a later `up` reads it, to finish a kickoff
 
 
 # -- up ---------------------------------------------------------------------------------
@@ -386,7 +167,7 @@ def up(
     run = _Run(team=team, server=srv, progress=Progress(out), timeout=timeout)
     statedir.ensure_state_dir(team.base_dir, team.name)
     statedir.ensure_dir(seats_dir(team))
-    from fabrikito.status import list_panes
+    from fabrikito.launch.status import list_panes
 
     rows, _ = list_panes(srv)
     waiting: list[_Waiting] = []
@@ -454,7 +235,7 @@ def _start(run: _Run, seat: Seat) -> _Waiting | None:
 
 def _wait_and_kickoff(run: _Run, waiting: list[_Waiting]) -> None:
     """One loop for every seat: a single tmux call per round reads all their screens."""
-    from fabrikito.status import look_panes
+    from fabrikito.launch.status import look_panes
 
     pending = {w.pane: w for w in waiting}
     ready: list[_Waiting] = []
@@ -485,7 +266,7 @@ def _wait_and_kickoff(run: _Run, waiting: list[_Waiting]) -> None:
 
 def _judge(run: _Run, w: _Waiting, look: seatpane.Look | None, now: float) -> bool | None:
     """``True`` ready, ``False`` failed (reported), ``None`` still waiting."""
-    from fabrikito.status import ROOT_REFUSAL, plain_text, startup_dialog
+    from fabrikito.launch.status import ROOT_REFUSAL, plain_text, startup_dialog
 
     seat, team = w.seat, run.team
     if look is None:
@@ -549,7 +330,7 @@ def _timed_out(run: _Run, w: _Waiting) -> bool:
             "`fabrikito up` again: it gives the kickoff to a seat that has not had it",
         )
         return False
-    from fabrikito.status import plain_text
+    from fabrikito.launch.status import plain_text
 
     screen = "\n".join(plain_text(w.last_screen).rstrip().split("\n")[-15:])
     run.fail(
@@ -573,7 +354,7 @@ def _exit_report(run: _Run, seat: Seat, pane: str) -> str:
         text = run.server.capture(pane, start=-200)
     except TmuxError:
         text = ""
-    from fabrikito.status import ROOT_REFUSAL
+    from fabrikito.launch.status import ROOT_REFUSAL
 
     if ROOT_REFUSAL in text:
         return _root_advice(seat)
@@ -587,7 +368,7 @@ def _exit_report(run: _Run, seat: Seat, pane: str) -> str:
 
 def _kickoff(run: _Run, w: _Waiting) -> None:
     """Give the seat its kickoff through ``say``'s engine, then log one line."""
-    from fabrikito import say
+    from fabrikito.delivery import say
 
     team, seat = run.team, w.seat
     text = team.kickoff_for(seat)
@@ -631,7 +412,7 @@ def _kickoff(run: _Run, w: _Waiting) -> None:
 
 def _deliver_kickoff(run: _Run, seat: Seat, text: str) -> Delivery:
     """``say.deliver`` as ``launcher``, tried again while it refuses with nothing typed (not for a box with text)."""
-    from fabrikito import say
+    from fabrikito.delivery import say
 
     deadline = time.monotonic() + KICKOFF_TIMEOUT
     while True:
@@ -650,7 +431,7 @@ def _deliver_kickoff(run: _Run, seat: Seat, text: str) -> Delivery:
 
 def _flush(run: _Run, seat: Seat) -> bool:
     """Submit what the kickoff left in the box (``flush``); log its line; ``True`` when it was flushed."""
-    from fabrikito import flush, say
+    from fabrikito.delivery import flush, say
 
     try:
         ctx = say.Context(team=run.team, server=run.server, panes=seatpane.list_panes(run.server))
@@ -683,7 +464,7 @@ def down(
     grace: float = STOP_GRACE,
 ) -> int:
     """Kill the seats' panes; leave the state directory and the log.  Returns the exit status."""
-    from fabrikito.status import list_panes
+    from fabrikito.launch.status import list_panes
 
     seats = select_seats(team, roles)
     srv = team.server() if server is None else server

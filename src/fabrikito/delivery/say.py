@@ -44,12 +44,14 @@ from enum import StrEnum
 from pathlib import Path
 from types import FrameType
 
-from fabrikito import msglog, refusals, seatpane, statedir
-from fabrikito.errors import FabrikitoError, StateFileError, TmuxError
-from fabrikito.identity import UNKNOWN_SENDER
+from fabrikito.base import statedir
+from fabrikito.base.errors import FabrikitoError, StateFileError, TmuxError
+from fabrikito.base.tmux import Server
+from fabrikito.delivery import refusals, seatpane
+from fabrikito.delivery.identity import UNKNOWN_SENDER
+from fabrikito.log import msglog
 from fabrikito.screen import BoxReading, Recogniser, ScreenState, Verdict, recogniser_for
-from fabrikito.teamfile import Seat, Team
-from fabrikito.tmux import Server
+from fabrikito.team.teamfile import Seat, Team
 
 LOCK_TIMEOUT = 8.0
 RENDER_TIMEOUT = 3.0
@@ -434,7 +436,7 @@ def run_say(
     ``env_role`` is ``TEAM_ROLE`` (``None`` or empty when unset).  Refusals that
     need no tmux come first: an empty message, a bad ``TEAM_ROLE``.
     """
-    from fabrikito.identity import IdentityRefused, check_team_role, sender_from_ancestry
+    from fabrikito.delivery.identity import IdentityRefused, check_team_role, sender_from_ancestry
 
     log_path = team.log_path
     if not text.strip():

@@ -34,11 +34,12 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from fabrikito import msglog, seatpane
-from fabrikito.errors import TmuxError
+from fabrikito.base.errors import TmuxError
+from fabrikito.base.tmux import Server
+from fabrikito.delivery import seatpane
+from fabrikito.log import msglog
 from fabrikito.screen import BoxReading, ScreenState, recogniser_for
-from fabrikito.teamfile import Seat, Team
-from fabrikito.tmux import Server
+from fabrikito.team.teamfile import Seat, Team
 
 JSON_VERSION = 1
 TAIL_BLOCK = 1 << 16
@@ -115,7 +116,7 @@ def look_panes(server: Server, pane_ids: Sequence[str]) -> dict[str, seatpane.Lo
     """The state and screen of every pane in ``pane_ids``, in **one** tmux call.
 
     Each pane gets a ``display-message`` line (a random marker, then the
-    fields :func:`fabrikito.seatpane.look` reads) followed by its
+    fields :func:`fabrikito.delivery.seatpane.look` reads) followed by its
     ``capture-pane -p -e``.  A pane that vanished makes tmux fail the chain;
     then each pane is looked at on its own, and one that cannot be read is
     left out of the answer.  Read-only: nothing is typed.
@@ -144,7 +145,7 @@ def look_panes(server: Server, pane_ids: Sequence[str]) -> dict[str, seatpane.Lo
 
 
 def parse_looks(out: str, marker: str, pane_ids: Sequence[str]) -> dict[str, seatpane.Look]:
-    """Split the output of :func:`look_panes` into one :class:`~fabrikito.seatpane.Look` per pane."""
+    """Split the output of :func:`look_panes` into one :class:`~fabrikito.delivery.seatpane.Look` per pane."""
     wanted = set(pane_ids)
     found: dict[str, seatpane.Look] = {}
     head: dict[str, str] | None = None
@@ -270,7 +271,7 @@ def list_panes(server: Server) -> tuple[list[seatpane.PaneRow], bool]:
 
 def collect(team: Team, *, server: Server | None = None, screens: bool = True) -> Status:
     """Everything ``status`` shows, with at most two tmux calls."""
-    from fabrikito import refusals
+    from fabrikito.delivery import refusals
 
     srv = team.server() if server is None else server
     rows, running = list_panes(srv)

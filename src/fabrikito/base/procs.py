@@ -13,6 +13,10 @@ import os
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 _LINUX = sys.platform.startswith("linux")
 
@@ -143,6 +147,14 @@ def claude_config_dir(env: Mapping[str, str]) -> str | None:
         return os.path.expanduser(configured)
     home = env.get("HOME")
     return os.path.join(home, ".claude") if home else None
+
+
+def config_dir(env: Mapping[str, str] | None = None) -> Path:
+    """``${CLAUDE_CONFIG_DIR:-$HOME/.claude}`` as a path, from ``env`` (default: this process's)."""
+    from pathlib import Path
+
+    found = claude_config_dir(os.environ if env is None else env)
+    return Path(found) if found is not None else Path(os.path.expanduser("~"), ".claude")
 
 
 def children_of(pid: int) -> list[int]:

@@ -1,7 +1,7 @@
 """``fabrikito demo``: the example team, offline, with real Claude Code seats.
 
 It needs no API key and no network once Claude Code is installed in
-``.tools/`` (``fabrikito.bench.ensure_claude``, which the README's set-up
+``.tools/`` (``fabrikito.offline.seatkit.ensure_claude``, which the README's set-up
 runs).  In a directory of its own (``$TMPDIR/fabrikito-demo-<uid>`` unless
 ``--dir`` says otherwise) it writes:
 
@@ -14,7 +14,7 @@ runs).  In a directory of its own (``$TMPDIR/fabrikito-demo-<uid>`` unless
 * ``standin.json``: the stand-in's script: ``api`` answers its kickoff with a
   SendMessage to the EM, ``web`` answers the owner;
 * ``standin.pid`` / ``standin.out``: the stand-in runs as a background
-  process (``python -m fabrikito.standin``) so the team keeps working after
+  process (``python -m fabrikito.offline.standin``) so the team keeps working after
   the demo command returns.
 
 Then it runs ``up``, shows each kickoff arriving on its seat's screen, waits
@@ -39,12 +39,12 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from fabrikito import procs
-from fabrikito.errors import FabrikitoError
+from fabrikito.base import procs
+from fabrikito.base.errors import FabrikitoError
 
 if TYPE_CHECKING:
-    from fabrikito.teamfile import Team
-    from fabrikito.tmux import Server
+    from fabrikito.base.tmux import Server
+    from fabrikito.team.teamfile import Team
 
 SOCKET = "fabrikito-demo"
 STANDIN_START_TIMEOUT = 15.0
@@ -67,7 +67,7 @@ def demo_dir(arg: str | None) -> Path:
 
 
 def examples_dir() -> Path:
-    from fabrikito.bench import repo_root
+    from fabrikito.offline.claude_setup import repo_root
 
     return repo_root() / "examples"
 
@@ -104,7 +104,7 @@ def _toml(value: Any) -> str:
 
 def demo_team_text(example: Mapping[str, Any], *, binary: Path, home: Path, base_url: str, socket: str = SOCKET) -> str:
     """The demo's team file: the example's roster and kickoffs, offline seats on a private server."""
-    from fabrikito.bench import seat_env
+    from fabrikito.offline.claude_setup import seat_env
 
     lines = [
         "# Written by `fabrikito demo` from examples/team.toml: offline seats, a stand-in model.",
@@ -141,12 +141,12 @@ def running_standin(directory: Path) -> int | None:
         argv = procs.cmdline(pid)
     except (procs.ProcessGone, procs.ProcessUnreadable):
         return None
-    return pid if "fabrikito.standin" in argv else None
+    return pid if "fabrikito.offline.standin" in argv else None
 
 
 def start_standin(directory: Path) -> tuple[int, str]:
-    """Start ``python -m fabrikito.standin`` in the background; return its pid and URL."""
-    from fabrikito.hook import package_root
+    """Start ``python -m fabrikito.offline.standin`` in the background; return its pid and URL."""
+    from fabrikito.log.hook import package_root
 
     script = directory / "standin.json"
     script.write_text(json.dumps(standin_script(), indent=2) + "\n", encoding="utf-8")
@@ -155,7 +155,7 @@ def start_standin(directory: Path) -> tuple[int, str]:
     env["PYTHONPATH"] = package_root()
     with out_path.open("wb") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "fabrikito.standin", "--port", "0", "--script", str(script), "--quiet"],
+            [sys.executable, "-m", "fabrikito.offline.standin", "--port", "0", "--script", str(script), "--quiet"],
             stdin=subprocess.DEVNULL,
             stdout=out,
             stderr=subprocess.STDOUT,
@@ -201,7 +201,7 @@ def _stop_pid(pid: int, grace: float = 3.0) -> None:
 
 def _clean_environment() -> None:
     """Drop what the seats must not inherit through the tmux server this process starts."""
-    from fabrikito.bench import stripped_names
+    from fabrikito.offline.claude_setup import stripped_names
 
     for name in stripped_names(os.environ):
         os.environ.pop(name, None)
@@ -212,8 +212,10 @@ def _clean_environment() -> None:
 def run(directory: Path, *, out: Callable[[str], None], socket: str = SOCKET) -> int:
     import tomllib
 
-    from fabrikito import bench, launcher, teamfile
-    from fabrikito.tmux import Server
+    from fabrikito.base.tmux import Server
+    from fabrikito.launch import lifecycle, seatfiles
+    from fabrikito.offline import claude_setup
+    from fabrikito.team import teamfile
 
     if running_standin(directory) is not None or Server(socket_name=socket).alive():
         raise DemoError(
@@ -229,7 +231,7 @@ def run(directory: Path, *, out: Callable[[str], None], socket: str = SOCKET) ->
             f"the demo needs examples/team.toml and examples/roles/common.md of a checkout: {exc}"
         ) from None
     out("Installing or finding Claude Code in .tools/ (offline once installed) ...")
-    binary = bench.ensure_claude()
+    binary = claude_setup.ensure_claude()
     _clean_environment()
     directory.mkdir(parents=True, exist_ok=True, mode=0o700)
     roles = [str(s["role"]) for s in example.get("seat", [])]
@@ -238,7 +240,7 @@ def run(directory: Path, *, out: Callable[[str], None], socket: str = SOCKET) ->
         path.mkdir(parents=True, exist_ok=True)
     (directory / "roles").mkdir(exist_ok=True)
     (directory / "roles" / "common.md").write_text(common, encoding="utf-8")
-    home = bench.make_home(directory / "home", trusted_dirs=work)
+    home = claude_setup.make_home(directory / "home", trusted_dirs=work)
     pid, url = start_standin(directory)
     out(f"stand-in model listening on {url} (pid {pid})")
     team_path = directory / "team.toml"
@@ -250,7 +252,7 @@ def run(directory: Path, *, out: Callable[[str], None], socket: str = SOCKET) ->
     out("")
     out("== up: starting the example team ==")
     try:
-        result = launcher.up(team, out=out)
+        result = lifecycle.up(team, out=out)
     except BaseException:
         out("up failed: stopping the stand-in")
         _stop_pid(pid)
@@ -271,7 +273,7 @@ def run(directory: Path, *, out: Callable[[str], None], socket: str = SOCKET) ->
     out("")
     _print_status_and_log(team, out)
     out("")
-    cli = launcher.say_command()
+    cli = seatfiles.say_command()
     out("The team is still running.")
     out(f"  attach to a seat:  tmux -L {socket} attach -t {team_seat_session(team, 'em')}   (detach: Ctrl-b d)")
     out(f"  watch it:          {cli} status --team {team_path}")
@@ -292,7 +294,7 @@ def team_seat_session(team: Team, role: str) -> str:
 
 def _screen_line(server: Server, session: str, needle: str) -> str:
     """The first line of the seat's screen holding ``needle`` (read-only), waiting for it to show."""
-    from fabrikito.errors import TmuxError
+    from fabrikito.base.errors import TmuxError
 
     deadline = time.monotonic() + SCREEN_TIMEOUT
     while True:
@@ -309,7 +311,7 @@ def _screen_line(server: Server, session: str, needle: str) -> str:
 
 
 def _wait_log(path: Path, sender: str, recipient: str) -> str | None:
-    from fabrikito import msglog
+    from fabrikito.log import msglog
 
     deadline = time.monotonic() + MESSAGE_TIMEOUT
     while time.monotonic() < deadline:
@@ -331,7 +333,8 @@ def _wait_log(path: Path, sender: str, recipient: str) -> str | None:
 
 def _owner_say(team: Team, role: str, text: str) -> str:
     """Deliver ``text`` as the owner, as ``say`` does, and log its line."""
-    from fabrikito import msglog, say, seatpane
+    from fabrikito.delivery import say, seatpane
+    from fabrikito.log import msglog
 
     seat = team.seat(role)
     if seat is None:
@@ -346,7 +349,8 @@ def _owner_say(team: Team, role: str, text: str) -> str:
 
 
 def _print_status_and_log(team: Team, out: Callable[[str], None]) -> None:
-    from fabrikito import logview, status
+    from fabrikito.launch import status
+    from fabrikito.log import logview
 
     out("== status ==")
     for line in status.render(status.collect(team)).split("\n"):
@@ -360,13 +364,14 @@ def _print_status_and_log(team: Team, out: Callable[[str], None]) -> None:
 
 def stop(directory: Path, *, out: Callable[[str], None]) -> int:
     """Stop the demo's seats and its stand-in; leave its directory (team file, state, log)."""
-    from fabrikito import launcher, teamfile
+    from fabrikito.launch import lifecycle
+    from fabrikito.team import teamfile
 
     code = 0
     team_path = directory / "team.toml"
     if team_path.exists():
         team = teamfile.load(team_path)
-        code = launcher.down(team, out=out)
+        code = lifecycle.down(team, out=out)
     else:
         out(f"no demo team file in {directory}")
     pid = running_standin(directory)

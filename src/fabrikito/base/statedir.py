@@ -18,7 +18,7 @@ import os
 import stat
 from pathlib import Path
 
-from fabrikito.errors import StateFileError
+from fabrikito.base.errors import StateFileError
 
 DIR_MODE = 0o700
 FILE_MODE = 0o600

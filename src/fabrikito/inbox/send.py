@@ -26,13 +26,13 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any
 
-from fabrikito.errors import FabrikitoError
+from fabrikito.base.errors import FabrikitoError
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from fabrikito import inbox
-    from fabrikito.teamfile import Team
+    from fabrikito.inbox import client, sessions
+    from fabrikito.team.teamfile import Team
 
 LIVE_TEST_SENDER = "live-test"
 
@@ -91,7 +91,7 @@ def build_wait_idle(p: argparse.ArgumentParser) -> None:
 
 
 def _load_team(path: str | None) -> Team | None:
-    from fabrikito import teamfile
+    from fabrikito.team import teamfile
 
     if path is None and not teamfile.resolve_team_path(None).exists():
         return None
@@ -99,7 +99,7 @@ def _load_team(path: str | None) -> Team | None:
 
 
 def _read_message(arg: str | None) -> str:
-    from fabrikito.inbox import InvalidMessageError
+    from fabrikito.inbox.sessions import InvalidMessageError
 
     if arg is not None and arg != "-":
         return arg
@@ -136,7 +136,7 @@ def _preview(text: str, width: int = 60) -> str:
 
 
 def cmd_send(args: argparse.Namespace) -> int:
-    from fabrikito import inbox
+    from fabrikito.inbox import client, sessions
 
     env = os.environ
     team = _load_team(args.team)
@@ -145,8 +145,8 @@ def cmd_send(args: argparse.Namespace) -> int:
     recipient_role: str | None = None
     receiver_mode: str | None = None
     if team is not None:
-        seat = team.seat(to) if not to.startswith(inbox.UDS_PREFIX) else None
-        if seat is None and not to.startswith(inbox.UDS_PREFIX):
+        seat = team.seat(to) if not to.startswith(sessions.UDS_PREFIX) else None
+        if seat is None and not to.startswith(sessions.UDS_PREFIX):
             seat = team.seat_by_session(to)
         if seat is not None:
             name = seat.session
@@ -154,18 +154,18 @@ def cmd_send(args: argparse.Namespace) -> int:
             receiver_mode = seat.effective_mode
     sender = sender_of(team, env)
     text: str | None = None
-    target: inbox.Target | None = None
+    target: sessions.Target | None = None
     try:
         text = _read_message(args.message)
-        inbox.check_text(text)
-        target = inbox.resolve(name, args.cwd, env=env)
+        client.check_text(text)
+        target = sessions.resolve(name, args.cwd, env=env)
         if team is not None and recipient_role is None and target.name is not None:
             seat = team.seat_by_session(target.name)
             if seat is not None:
                 recipient_role = seat.role
                 receiver_mode = seat.effective_mode
-        report = inbox.send(to, text, env=env, receiver_mode=receiver_mode, timeout=args.timeout, target=target)
-    except inbox.InboxError as exc:
+        report = client.send(to, text, env=env, receiver_mode=receiver_mode, timeout=args.timeout, target=target)
+    except sessions.InboxError as exc:
         if text is not None:
             _log(team, sender, recipient_role, to, text, sent=False, error=exc)
         raise
@@ -181,7 +181,7 @@ def cmd_send(args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_report(report: inbox.SendReport, text: str, *, as_json: bool) -> None:
+def _print_report(report: client.SendReport, text: str, *, as_json: bool) -> None:
     import json
 
     if as_json:
@@ -216,7 +216,7 @@ def _log(
     recipient = recipient_role if recipient_role is not None else to
     path = team.log_path
     try:
-        from fabrikito import msglog
+        from fabrikito.log import msglog
 
         outcome = msglog.Outcome.SENT if sent else msglog.Outcome.NOT_SENT
         body = msglog.body_for(sender, recipient, text)
@@ -237,20 +237,20 @@ def _log(
 def cmd_sessions(args: argparse.Namespace) -> int:
     import json
 
-    from fabrikito import inbox
+    from fabrikito.inbox import sessions
 
-    entries = inbox.list_sessions()
+    entries = sessions.list_sessions()
     shown = [e for e in entries if args.all or not e.stale]
     if args.json:
         envelope: dict[str, Any] = {
             "version": 1,
-            "sessionsDir": str(inbox.sessions_dir()),
+            "sessionsDir": str(sessions.sessions_dir()),
             "sessions": [e.to_json() for e in shown],
         }
         print(json.dumps(envelope, ensure_ascii=False, indent=2))
         return 0
     if not shown:
-        print(f"no live sessions in {inbox.sessions_dir()}")
+        print(f"no live sessions in {sessions.sessions_dir()}")
         return 0
     rows = [("NAME", "STATUS", "PID", "CWD", "SOCKET")]
     for e in shown:
@@ -270,7 +270,7 @@ def cmd_sessions(args: argparse.Namespace) -> int:
 
 
 def cmd_wait_idle(args: argparse.Namespace) -> int:
-    from fabrikito import inbox
+    from fabrikito.inbox import client, sessions
 
     team = _load_team(args.team)
     name: str = args.name
@@ -278,7 +278,7 @@ def cmd_wait_idle(args: argparse.Namespace) -> int:
         seat = team.seat(name)
         if seat is not None:
             name = seat.session
-    entry = inbox.find(name, args.cwd)
-    final = inbox.wait_idle(entry, timeout=args.timeout)
+    entry = sessions.find(name, args.cwd)
+    final = client.wait_idle(entry, timeout=args.timeout)
     print(f"{final.name or name} (pid {final.pid}) is idle")
     return 0

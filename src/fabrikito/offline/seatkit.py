@@ -10,7 +10,7 @@ Used by the live tests and by the offline demo.  It
   session, waiting for its empty input box and its messaging registry entry
   (:func:`start_seat`).
 
-Seats are told apart at the stand-in (:mod:`fabrikito.standin`) by their base
+Seats are told apart at the stand-in (:mod:`fabrikito.offline.standin`) by their base
 URL: ``ANTHROPIC_BASE_URL=http://127.0.0.1:PORT/seat/<role>``; Claude Code
 keeps the path prefix.  Seats of one team share one HOME, because that is
 where Claude Code's session registry (``$HOME/.claude/sessions``) lives, and
@@ -23,64 +23,36 @@ import hashlib
 import json
 import os
 import re
-import shutil
 import signal
 import socket
 import stat
-import subprocess
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 
-from fabrikito import procs
-from fabrikito.errors import FabrikitoError, TmuxError
-from fabrikito.standin import StandIn
-from fabrikito.tmux import Server
+from fabrikito.base import procs
+from fabrikito.base.errors import FabrikitoError, TmuxError
+from fabrikito.base.tmux import Server
+from fabrikito.offline.claude_setup import (
+    API_KEY,
+    CLAUDE_VERSION,
+    BenchError,
+    Renderer,
+    _write_json,
+    ensure_claude,
+    seat_command,
+    seat_env,
+    trust_dir,
+)
+from fabrikito.offline.standin import StandIn
 
-CLAUDE_VERSION = "2.1.316"
-PACKAGE = "@anthropic-ai/claude-code"
-API_KEY = "sk-ant-api03-fabrikito-bench-0000000000000000000000000000-offline"
 PROMPT = "\u276f\u00a0"  # the live box's prompt: ❯ + NO-BREAK SPACE
 RULE = "\u2500"  # ─
 SOCKET_DIR = Path("/tmp/cc-socks")  # where Claude Code 2.1.316 puts messaging sockets  # noqa: S108
 
-Renderer = Literal["inline", "fullscreen"]
-
-#: Variables that make Claude Code draw without colours (``CI`` does, through its
-#: terminal-colour detection): fabrikito reads the box by its colours, and a CI
-#: job running the live tests has ``CI`` set.
-COLOUR_KILLERS = ("CI", "CONTINUOUS_INTEGRATION", "NO_COLOR", "FORCE_COLOR", "TF_BUILD", "TEAMCITY_VERSION")
-
-#: Inherited variables never passed to a seat: another session's messaging
-#: and tmux context, the real API settings, and switches that turn feature
-#: flags (and with them cross-session messaging) off.
-STRIP_EXACT = frozenset(
-    {
-        "TMUX",
-        "TMUX_PANE",
-        "CLAUDECODE",
-        "CLAUDE_CODE_ENTRYPOINT",
-        "CLAUDE_CODE_SSE_PORT",
-        "CLAUDE_CONFIG_DIR",
-        "CLAUDE_CODE_NO_FLICKER",
-        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC",
-        "DISABLE_TELEMETRY",
-        "DO_NOT_TRACK",
-        "DISABLE_GROWTHBOOK",
-        "IS_SANDBOX",
-        "CLAUDE_CODE_ENABLE_PROMPT_SUGGESTION",
-        *COLOUR_KILLERS,
-    }
-)
-STRIP_PREFIXES = ("CLAUDE_CODE_MESSAGING_", "ANTHROPIC_")
-
 T = TypeVar("T")
-
-
-class BenchError(FabrikitoError):
-    """The bench could not set something up (install, HOME, a seat)."""
 
 
 # -- waiting ------------------------------------------------------------------
@@ -104,174 +76,6 @@ def wait_until(
             detail = describe() if describe is not None else ""
             raise BenchError(f"timed out after {timeout:g}s waiting for {what}" + (f"\n{detail}" if detail else ""))
         time.sleep(interval)
-
-
-# -- install --------------------------------------------------------------------
-
-
-def repo_root() -> Path:
-    """The repository this module lives in (``src/fabrikito/bench.py`` -> repo)."""
-    return Path(__file__).resolve().parents[2]
-
-
-def claude_binary(tools_dir: Path) -> Path:
-    return tools_dir / "node_modules" / "@anthropic-ai" / "claude-code" / "bin" / "claude.exe"
-
-
-def installed_version(tools_dir: Path) -> str | None:
-    manifest = tools_dir / "node_modules" / "@anthropic-ai" / "claude-code" / "package.json"
-    try:
-        data = json.loads(manifest.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    version = data.get("version") if isinstance(data, dict) else None
-    return version if isinstance(version, str) else None
-
-
-def ensure_claude(repo: Path | None = None, *, version: str = CLAUDE_VERSION, timeout: float = 600.0) -> Path:
-    """The path of ``claude.exe`` ``version``, installed into ``<repo>/.tools/claude-code`` if needed."""
-    tools_dir = (repo or repo_root()) / ".tools" / "claude-code"
-    binary = claude_binary(tools_dir)
-    if installed_version(tools_dir) == version and os.access(binary, os.X_OK):
-        return binary
-    npm = shutil.which("npm")
-    if npm is None:
-        raise BenchError(f"npm is not on PATH: cannot install {PACKAGE}@{version} into {tools_dir}")
-    tools_dir.mkdir(parents=True, exist_ok=True)
-    manifest = tools_dir / "package.json"
-    if not manifest.exists():
-        manifest.write_text('{"private": true}\n', encoding="utf-8")
-    argv = [npm, "install", "--no-audit", "--no-fund", f"{PACKAGE}@{version}"]
-    try:
-        done = subprocess.run(argv, cwd=tools_dir, capture_output=True, timeout=timeout, check=False)
-    except subprocess.TimeoutExpired:
-        raise BenchError(f"npm install of {PACKAGE}@{version} in {tools_dir} timed out after {timeout:g}s") from None
-    if done.returncode != 0:
-        err = done.stderr.decode("utf-8", "replace")[-2000:]
-        raise BenchError(f"npm install of {PACKAGE}@{version} in {tools_dir} failed (status {done.returncode}):\n{err}")
-    if installed_version(tools_dir) != version or not os.access(binary, os.X_OK):
-        raise BenchError(f"npm installed {PACKAGE} in {tools_dir}, but {binary} is not version {version}")
-    return binary
-
-
-# -- HOME -----------------------------------------------------------------------
-
-
-def _write_json(path: Path, data: Any) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        json.dump(data, f, indent=2)
-        f.write("\n")
-    os.replace(tmp, path)
-
-
-def make_home(
-    home: Path,
-    *,
-    trusted_dirs: Iterable[Path | str] = (),
-    api_key: str = API_KEY,
-    settings: Mapping[str, Any] | None = None,
-    skip_bypass_prompt: bool = True,
-) -> Path:
-    """Make (or update) an isolated HOME for Claude Code; return it.
-
-    ``.claude.json`` marks onboarding done, approves ``api_key`` (its last 20
-    characters) and trusts each of ``trusted_dirs``.  ``.claude/settings.json``
-    gets ``settings``, plus ``skipDangerousModePermissionPrompt: true`` unless
-    ``skip_bypass_prompt`` is false (then bypass seats show the acceptance
-    dialog at start).
-    """
-    home.mkdir(parents=True, exist_ok=True, mode=0o700)
-    config_path = home / ".claude.json"
-    try:
-        config = json.loads(config_path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        config = {}
-    config["hasCompletedOnboarding"] = True
-    config.setdefault("numStartups", 1)
-    responses = config.setdefault("customApiKeyResponses", {"approved": [], "rejected": []})
-    if api_key[-20:] not in responses.setdefault("approved", []):
-        responses["approved"].append(api_key[-20:])
-    projects = config.setdefault("projects", {})
-    for d in trusted_dirs:
-        entry = projects.setdefault(str(Path(d).resolve()), {})
-        entry["hasTrustDialogAccepted"] = True
-        entry.setdefault("hasCompletedProjectOnboarding", True)
-    _write_json(config_path, config)
-    user_settings = dict(settings or {})
-    if skip_bypass_prompt:
-        user_settings.setdefault("skipDangerousModePermissionPrompt", True)
-    settings_path = home / ".claude" / "settings.json"
-    if user_settings or not settings_path.exists():
-        _write_json(settings_path, user_settings)
-    return home
-
-
-def trust_dir(home: Path, directory: Path | str) -> None:
-    """Add one more trusted working directory to an existing bench HOME."""
-    make_home(home, trusted_dirs=[directory], settings=None, skip_bypass_prompt=False)
-
-
-# -- environment -----------------------------------------------------------------
-
-
-def stripped_names(environ: Mapping[str, str]) -> list[str]:
-    """The inherited variable names a seat must not see."""
-    return sorted(k for k in environ if k in STRIP_EXACT or k.startswith(STRIP_PREFIXES))
-
-
-def seat_env(
-    *,
-    home: Path,
-    base_url: str,
-    api_key: str = API_KEY,
-    permission_mode: str = "acceptEdits",
-    renderer: Renderer = "inline",
-    extra: Mapping[str, str] | None = None,
-) -> dict[str, str]:
-    """The variables set for a seat (on top of an environment stripped by :func:`stripped_names`)."""
-    env = {
-        "HOME": str(home),
-        "ANTHROPIC_BASE_URL": base_url,
-        "ANTHROPIC_API_KEY": api_key,
-        "DISABLE_AUTOUPDATER": "1",
-        "LANG": os.environ.get("LANG") or "C.UTF-8",
-    }
-    if permission_mode == "bypassPermissions" and os.geteuid() == 0:
-        env["IS_SANDBOX"] = "1"
-    if renderer == "fullscreen":
-        env["CLAUDE_CODE_NO_FLICKER"] = "1"
-    env.update(extra or {})
-    return env
-
-
-def seat_command(
-    binary: Path,
-    *,
-    settings_file: Path,
-    permission_mode: str,
-    session: str | None,
-    environ: Mapping[str, str] | None = None,
-    keep: Iterable[str] = (),
-    args: Sequence[str] = (),
-) -> list[str]:
-    """``env -u <inherited...> claude.exe --settings F --permission-mode M -n S``.
-
-    Inherited names from :func:`stripped_names` are unset, except those in
-    ``keep`` (the ones the seat's tmux session sets itself with ``-e``).
-    ``env`` execs the binary, so the pane's pid is Claude Code's pid.
-    """
-    kept = set(keep)
-    unset: list[str] = []
-    for name in stripped_names(os.environ if environ is None else environ):
-        if name not in kept:
-            unset += ["-u", name]
-    argv = ["env", *unset, str(binary), "--settings", str(settings_file), "--permission-mode", permission_mode]
-    if session:
-        argv += ["-n", session]
-    return argv + list(args)
 
 
 # -- seats -------------------------------------------------------------------------
@@ -662,12 +466,12 @@ class SeatFactory:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m fabrikito.bench install``: install the pinned Claude Code into ``.tools/``."""
+    """``python -m fabrikito.offline.seatkit install``: install the pinned Claude Code into ``.tools/``."""
     import sys
 
     args = list(sys.argv[1:] if argv is None else argv)
     if args != ["install"]:
-        print("usage: python -m fabrikito.bench install", file=sys.stderr)
+        print("usage: python -m fabrikito.offline.seatkit install", file=sys.stderr)
         return 2
     try:
         binary = ensure_claude()

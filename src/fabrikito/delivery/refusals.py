@@ -23,9 +23,9 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from fabrikito import statedir
-from fabrikito.errors import StateFileError
-from fabrikito.msglog import escape_field, local_time
+from fabrikito.base import statedir
+from fabrikito.base.errors import StateFileError
+from fabrikito.log.msglog import escape_field, local_time
 
 KEPT_TEXTS = 8
 DEFAULT_WINDOW = 300

@@ -1,6 +1,6 @@
 """``fabrikito log``: the message log read back for people.
 
-Each line is decoded (:func:`fabrikito.msglog.parse_line`) and shown as time,
+Each line is decoded (:func:`fabrikito.log.msglog.parse_line`) and shown as time,
 sender → recipient, outcome and message in aligned columns.  The message is
 shown as text, its newlines as indented continuation lines; a control code, a
 bidi override or a byte that is not UTF-8 is still shown as ``\\xHH``, so the
@@ -24,9 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fabrikito import msglog
-from fabrikito.errors import UsageError
-from fabrikito.msglog import Foreign, Outcome, Record
+from fabrikito.base.errors import UsageError
+from fabrikito.log import msglog
+from fabrikito.log.msglog import Foreign, Outcome, Record
 
 JSON_VERSION = 1
 FOLLOW_INTERVAL = 0.25
@@ -61,7 +61,7 @@ class Filters:
 
 
 def cmd_log(args: argparse.Namespace) -> int:
-    from fabrikito import teamfile
+    from fabrikito.team import teamfile
 
     team = teamfile.load(args.team)
     now = time.time()
@@ -133,7 +133,7 @@ def parse_when(value: str, now: float, option: str) -> str:
 
 
 def _open_log(path: Path) -> int | None:
-    from fabrikito import statedir
+    from fabrikito.base import statedir
 
     try:
         return statedir.open_plain(path, os.O_RDONLY)

@@ -2,7 +2,7 @@
 
 This is the part of the message log the SendMessage hook needs on every
 message a seat sends, so it imports only ``os``, ``stat`` and ``time``.
-:mod:`fabrikito.msglog` builds on it (outcomes as an enum, the checked append
+:mod:`fabrikito.log.msglog` builds on it (outcomes as an enum, the checked append
 ``say`` and ``flush`` use, the reader).
 
 Five tab-separated fields: the local time (``2026-10-30T14:05:09``), the
@@ -33,7 +33,7 @@ SEC_ROLE = "sec"
 PLACEHOLDERS = frozenset({NO_MESSAGE_NOTIFY, UNREADABLE_MESSAGE, FLUSH_MESSAGE})
 
 
-# The outcomes, as the fourth field holds them (fabrikito.msglog.Outcome names them too).
+# The outcomes, as the fourth field holds them (fabrikito.log.msglog.Outcome names them too).
 SENT = "sent"
 NOT_SENT = "NOT-SENT"
 NOTIFY_WHEN_IDLE = "NOTIFY-WHEN-IDLE"

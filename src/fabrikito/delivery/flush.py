@@ -22,11 +22,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from fabrikito import msglog, refusals, say, statedir
-from fabrikito.errors import FabrikitoError, StateFileError, TmuxError
+from fabrikito.base import statedir
+from fabrikito.base.errors import FabrikitoError, StateFileError, TmuxError
+from fabrikito.base.tmux import Server
+from fabrikito.delivery import refusals, say
+from fabrikito.log import msglog
 from fabrikito.screen import ScreenState, Verdict
-from fabrikito.teamfile import Seat, Team
-from fabrikito.tmux import Server
+from fabrikito.team.teamfile import Seat, Team
 
 FLUSH_MESSAGE = "[flush]"
 EXIT_FLUSHED = 0
@@ -135,7 +137,7 @@ def run_flush(
     out: Callable[[str], None],
     err: Callable[[str], None],
 ) -> int:
-    from fabrikito.identity import IdentityRefused, check_team_role, sender_from_ancestry
+    from fabrikito.delivery.identity import IdentityRefused, check_team_role, sender_from_ancestry
 
     seat = team.seat(role)
     if seat is None:

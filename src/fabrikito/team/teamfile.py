@@ -32,9 +32,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from fabrikito.tmux import Server
+    from fabrikito.base.tmux import Server
 
-from fabrikito.errors import TeamFileError
+from fabrikito.base.errors import TeamFileError
 
 DEFAULT_TEAM_FILE = "team.toml"
 DEFAULT_AGENT = ("claude",)
@@ -126,7 +126,7 @@ class Team:
 
     def server(self) -> Server:
         """The team's tmux server (the default one when the file names none)."""
-        from fabrikito.tmux import Server
+        from fabrikito.base.tmux import Server
 
         return Server(socket_name=self.tmux_socket, socket_path=self.tmux_socket_path)
 

@@ -3,7 +3,7 @@
 Every call goes through a :class:`Server`, which always names the server
 (``-L name`` or ``-S path``; the user's default server is ``-L default``),
 passes an argument list (never a shell), has a timeout, checks the exit code
-and raises :class:`~fabrikito.errors.TmuxError`, which says which command
+and raises :class:`~fabrikito.base.errors.TmuxError`, which says which command
 failed and what tmux said.  Panes are addressed by their ``%id``.
 
 Nothing else in fabrikito starts tmux.
@@ -16,7 +16,7 @@ import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from fabrikito.errors import TmuxError
+from fabrikito.base.errors import TmuxError
 
 DEFAULT_TIMEOUT = 5.0
 DEFAULT_SOCKET_NAME = "default"

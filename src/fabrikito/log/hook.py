@@ -2,9 +2,9 @@
 
 Claude Code runs it as a ``PostToolUse`` and a ``PostToolUseFailure`` hook on
 ``SendMessage``, with the hook input (JSON) on stdin, through the command
-:func:`command_line` builds (``python -m fabrikito.hook`` works too, slower)::
+:func:`command_line` builds (``python -m fabrikito.log.hook`` works too, slower)::
 
-    PYTHONPATH=<src> python -S -c '...fabrikito.hook...' --team /abs/path/team.toml --role ROLE
+    PYTHONPATH=<src> python -S -c '...fabrikito.log.hook...' --team /abs/path/team.toml --role ROLE
 
 It prints nothing and always exits 0: a log it cannot write costs that line,
 never the message or the tool result.  The rules are the spec's ("The message
@@ -27,7 +27,7 @@ import os
 import sys
 import time
 
-from fabrikito import logline
+from fabrikito.log import logline
 
 LOOKUP_SECONDS = 2.0
 MAX_ANCESTORS = 100
@@ -61,7 +61,7 @@ class Roster:
 # site-packages, and it saves a third of the interpreter's start.  ``-c`` skips
 # runpy, which ``-m`` would import first.  PYTHONPATH names the directory the
 # package is imported from, so the command works from a checkout or an install.
-ENTRY = "import sys; from fabrikito.hook import main; sys.exit(main())"
+ENTRY = "import sys; from fabrikito.log.hook import main; sys.exit(main())"
 
 
 def package_root() -> str:
@@ -507,8 +507,8 @@ def _parent(pid: int) -> int | None:
 
 def _roster_panes(roster: Roster, deadline: float) -> list[tuple[int, str]]:
     """``(pane_pid, session)`` of each pane of the team's tmux server in a roster session."""
-    from fabrikito.errors import TmuxError
-    from fabrikito.tmux import Server
+    from fabrikito.base.errors import TmuxError
+    from fabrikito.base.tmux import Server
 
     remaining = deadline - time.monotonic()
     if remaining <= 0:

@@ -16,10 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fabrikito import procs
-from fabrikito.errors import TmuxError
+from fabrikito.base import procs
+from fabrikito.base.errors import TmuxError
+from fabrikito.base.tmux import Server
 from fabrikito.screen import PaneSnapshot
-from fabrikito.tmux import Server
 
 LIST_FIELDS = ("pane_id", "pane_pid", "session_name", "pane_dead", "pid", "window_id")
 SNAP_FIELDS = (

@@ -25,8 +25,8 @@ from __future__ import annotations
 import os
 from enum import StrEnum
 
-from fabrikito.errors import FabrikitoError
-from fabrikito.logline import (
+from fabrikito.base.errors import FabrikitoError
+from fabrikito.log.logline import (
     BODY_NOT_LOGGED_SEC,
     BODY_NOT_LOGGED_UNRESOLVED,
     FIELD_FAILED,
@@ -104,8 +104,8 @@ def append_checked(path: str | os.PathLike[str], line: bytes) -> None:
     """
     from pathlib import Path
 
-    from fabrikito import statedir
-    from fabrikito.errors import StateFileError
+    from fabrikito.base import statedir
+    from fabrikito.base.errors import StateFileError
 
     target = Path(path)
     reason = statedir.describe_unsafe(target)
@@ -127,7 +127,7 @@ def append_checked(path: str | os.PathLike[str], line: bytes) -> None:
 def _ensure_parents(path: os.PathLike[str]) -> None:
     from pathlib import Path
 
-    from fabrikito import statedir
+    from fabrikito.base import statedir
 
     parent = Path(path).parent
     if os.path.isdir(parent):

@@ -27,10 +27,10 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 
-from fabrikito import procs
-from fabrikito.errors import FabrikitoError
-from fabrikito.seatpane import PaneRow
-from fabrikito.teamfile import ROLE_RE, Team
+from fabrikito.base import procs
+from fabrikito.base.errors import FabrikitoError
+from fabrikito.delivery.seatpane import PaneRow
+from fabrikito.team.teamfile import ROLE_RE, Team
 
 OWNER = "owner"
 LAUNCHER = "launcher"

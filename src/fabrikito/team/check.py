@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fabrikito.inbox import config_dir
-from fabrikito.teamfile import PermissionClass, Seat, Team
+from fabrikito.base.procs import config_dir
+from fabrikito.team.teamfile import PermissionClass, Seat, Team
 
 LAUNCHER_LABEL = "[from launcher]"
 JSON_VERSION = 1
