@@ -60,8 +60,8 @@ STRIP_PREFIXES = ("CLAUDE_CODE_MESSAGING_", "ANTHROPIC_")
 
 
 def repo_root() -> Path:
-    """The repository this module lives in (``src/fabrikito/bench.py`` -> repo)."""
-    return Path(__file__).resolve().parents[2]
+    """The repository this module lives in (``src/fabrikito/offline/claude_setup.py`` -> repo)."""
+    return Path(__file__).resolve().parents[3]
 
 
 def claude_binary(tools_dir: Path) -> Path:
