@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from fabrikito.base.errors import FabrikitoError
 from fabrikito.inbox.send import build_send, build_sessions, build_wait_idle
+from fabrikito.qualify.command import build_qualify
 
 Builder = Callable[[argparse.ArgumentParser], None]
 
@@ -141,6 +142,12 @@ COMMANDS: tuple[Command, ...] = (
         "down", "stop the team's seats (the state and the log are kept)", "fabrikito.commands:cmd_down", _build_down
     ),
     Command("status", "show every seat's state and its last messages", "fabrikito.commands:cmd_status", _build_status),
+    Command(
+        "qualify",
+        "check your Claude Code release offline against what fabrikito reads, and accept it when it passes",
+        "fabrikito.qualify.command:cmd_qualify",
+        build_qualify,
+    ),
     Command(
         "demo",
         "run the example team offline: real Claude Code seats, a stand-in model",

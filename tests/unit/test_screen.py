@@ -309,12 +309,16 @@ def test_the_recogniser_methods_are_the_checks() -> None:
 
 
 def test_registry() -> None:
-    assert isinstance(recogniser_for("claude", None), Claude21316)
     assert isinstance(recogniser_for("claude", "2.1.316"), Claude21316)
     assert "2.1.316" in known_versions()
+    unknown_release = recogniser_for("claude", None)
+    assert isinstance(unknown_release, FailClosedRecogniser)
+    assert "cannot tell which Claude Code release" in unknown_release.reason
     unknown = recogniser_for("claude", "2.2.0")
     assert isinstance(unknown, FailClosedRecogniser)
-    assert unknown.reason == "Claude Code 2.2.0 is not a version fabrikito recognises"
+    assert unknown.reason.startswith(
+        "Claude Code 2.2.0 is not a release fabrikito has qualified: run `fabrikito qualify`"
+    )
     other = recogniser_for("codex", "1.0")
     snap = PaneSnapshot("", 80, 24, False, False, 0, 0)
     reading = other.recognise(snap)

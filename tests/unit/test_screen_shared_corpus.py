@@ -503,4 +503,4 @@ def test_ready_screens_under_the_other_renderer_are_not_ready(screen: Screen) ->
 def test_unknown_version_fails_closed(screen: Screen) -> None:
     reading = recogniser_for("claude", "2.1.999").recognise(snapshot(screen))
     assert reading.state is NOT_RECOGNISED
-    assert reading.reason == "Claude Code 2.1.999 is not a version fabrikito recognises"
+    assert reading.reason.startswith("Claude Code 2.1.999 is not a release fabrikito has qualified: run")

@@ -36,6 +36,7 @@ class ProcInfo:
     name: str
     start_ticks: int  # field 22 of /proc/<pid>/stat: start time in clock ticks since boot
     tty_pgrp: int  # foreground process group of the process's terminal (-1: none)
+    pgrp: int = -1  # the process's own process group (-1: not known)
 
 
 def info(pid: int) -> ProcInfo:
@@ -50,11 +51,12 @@ def info(pid: int) -> ProcInfo:
     fields = tail.split()
     try:
         ppid = int(fields[1])
+        pgrp = int(fields[2])
         tpgid = int(fields[5])
         start = int(fields[19])
     except (IndexError, ValueError):
         raise ProcessUnreadable(f"process {pid}: unexpected /proc/{pid}/stat") from None
-    return ProcInfo(pid=pid, ppid=ppid, name=name, start_ticks=start, tty_pgrp=tpgid)
+    return ProcInfo(pid=pid, ppid=ppid, name=name, start_ticks=start, tty_pgrp=tpgid, pgrp=pgrp)
 
 
 def _info_psutil(pid: int) -> ProcInfo:
@@ -69,11 +71,31 @@ def _info_psutil(pid: int) -> ProcInfo:
                 name=proc.name(),
                 start_ticks=int(proc.create_time() * 100),
                 tty_pgrp=-1,
+                pgrp=os.getpgid(pid),
             )
     except psutil.NoSuchProcess:
         raise ProcessGone(pid) from None
     except psutil.Error as exc:
         raise ProcessUnreadable(f"process {pid}: {exc}") from None
+
+
+def exe_path(pid: int) -> str | None:
+    """The program a process runs (``/proc/<pid>/exe``), or ``None`` when it cannot be read."""
+    if _LINUX:
+        try:
+            return os.readlink(f"/proc/{pid}/exe")
+        except FileNotFoundError:
+            raise ProcessGone(pid) from None
+        except OSError:
+            return None
+    import psutil
+
+    try:
+        return str(psutil.Process(pid).exe()) or None
+    except psutil.NoSuchProcess:
+        raise ProcessGone(pid) from None
+    except psutil.Error:
+        return None
 
 
 def exe_name(pid: int) -> str:

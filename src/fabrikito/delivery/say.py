@@ -239,6 +239,7 @@ class Context:
     server: Server
     panes: list[seatpane.PaneRow]
     trace: Callable[[str], None] = no_trace
+    recogniser: Recogniser | None = None  # a dialect on trial (``fabrikito qualify``); else by the agent's release
 
 
 def deliver(ctx: Context, seat: Seat, sender: str, text: str) -> Delivery:
@@ -263,7 +264,7 @@ def _attach(ctx: Context, seat: Seat) -> _Pane:
         raise SeatRefusal(
             "the pane is not running Claude Code in its foreground (a shell?): the text would run as a command"
         )
-    recogniser = recogniser_for(agent.name, agent.version)
+    recogniser = ctx.recogniser or recogniser_for(agent.name, agent.version, exe=agent.exe)
     ctx.trace(
         f"{seat.role}: pane {row.pane_id}, {agent.name} {agent.version or '(version unknown)'} pid {agent.pid}, "
         f"recognised as {recogniser.agent} {recogniser.version}"

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,6 +36,8 @@ SNAP_FIELDS = (
     "pane_pid",
 )
 CLAUDE_NAMES = frozenset({"claude", "claude.exe"})
+CLAUDE_PACKAGE = "@anthropic-ai/claude-code"
+MAX_WALK = 64  # processes looked at under a pane, nearest first
 SEP = "\x1f"
 
 
@@ -57,6 +59,7 @@ class Agent:
     name: str
     version: str | None
     registry: Mapping[str, Any] | None  # its session registry entry (status, waitingFor...), when readable
+    exe: str | None = None  # the program it runs (/proc/<pid>/exe), for a local qualification's fingerprint
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,27 +143,76 @@ def look_from(meta: Mapping[str, str], screen: str) -> Look | None:
 def foreground_agent(pane_pid: int) -> Agent | None:
     """The Claude Code process in the foreground of the pane's terminal, or ``None``.
 
-    The foreground process group of the pane's terminal is read from the pane
-    process's ``stat``; its leader must run a program named ``claude`` (or
-    ``claude.exe``).  A shell in the foreground, even with a stale box above
-    its prompt, is not Claude Code.
+    Users start Claude Code through wrappers (``sh -c 'claude …; exec bash'``,
+    ``npx``, a script without ``exec``, a copy of the binary under another
+    name), so it is looked for among the pane's process and its descendants
+    that belong to the terminal's *foreground process group*: the first one
+    (nearest the pane) that runs a program named ``claude``/``claude.exe`` or
+    that has a session registry entry of its own.  A process outside the
+    foreground group (a job in the background, a shell's children while the
+    shell sits at its own prompt) never counts, so a shell at its prompt is
+    not Claude Code, whatever its screen shows.
     """
     try:
         pane_info = procs.info(pane_pid)
     except (procs.ProcessGone, procs.ProcessUnreadable):
         return None
-    leader = pane_info.tty_pgrp if pane_info.tty_pgrp > 0 else pane_pid
+    foreground = pane_info.tty_pgrp if pane_info.tty_pgrp > 0 else pane_info.pgrp
+    for pid in _descendants(pane_pid):
+        try:
+            group = pane_info.pgrp if pid == pane_pid else procs.info(pid).pgrp
+        except (procs.ProcessGone, procs.ProcessUnreadable):
+            continue
+        found = _claude_at(pid) if group == foreground else None
+        if found is not None:
+            return found
+    return None
+
+
+def _descendants(root: int) -> Iterator[int]:
+    """``root`` and its descendants, nearest first (at most :data:`MAX_WALK`), read only as far as needed."""
+    queue, seen = [root], 0
+    while queue and seen < MAX_WALK:
+        pid = queue.pop(0)
+        seen += 1
+        yield pid
+        try:
+            queue.extend(sorted(procs.children_of(pid)))
+        except (procs.ProcessGone, procs.ProcessUnreadable):
+            continue
+
+
+def _claude_at(pid: int) -> Agent | None:
+    """An :class:`Agent` when ``pid`` is Claude Code (by its program's name or its registry entry)."""
     try:
-        name = procs.exe_name(leader)
-        argv = procs.cmdline(leader)
+        name = procs.exe_name(pid)
+        argv = procs.cmdline(pid)
+        exe = procs.exe_path(pid)
     except (procs.ProcessGone, procs.ProcessUnreadable):
         return None
     argv0 = os.path.basename(argv[0]) if argv else ""
-    if name not in CLAUDE_NAMES and argv0 not in CLAUDE_NAMES:
+    entry = registry_entry(pid)
+    if name not in CLAUDE_NAMES and argv0 not in CLAUDE_NAMES and entry is None:
         return None
-    entry = registry_entry(leader)
     version = entry.get("version") if entry is not None else None
-    return Agent(pid=leader, name="claude", version=version if isinstance(version, str) else None, registry=entry)
+    if not isinstance(version, str):
+        version = package_version(exe)
+    return Agent(pid=pid, name="claude", version=version, registry=entry, exe=exe)
+
+
+def package_version(exe: str | None) -> str | None:
+    """The version in the ``package.json`` of the npm package a Claude Code binary came from, if any."""
+    if not exe:
+        return None
+    manifest = Path(exe).parent.parent / "package.json"
+    try:
+        data = json.loads(manifest.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or data.get("name") != CLAUDE_PACKAGE:
+        return None
+    version = data.get("version")
+    return version if isinstance(version, str) else None
 
 
 def registry_entry(pid: int) -> dict[str, Any] | None:

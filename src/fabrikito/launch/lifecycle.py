@@ -293,9 +293,10 @@ def _judge(run: _Run, w: _Waiting, look: seatpane.Look | None, now: float) -> bo
     if PROMPT not in raw and not hinted and w.rounds % FULL_READ_EVERY:
         return None if now - w.started < run.timeout else _timed_out(run, w)
     agent = seatpane.foreground_agent(look.pane_pid)
-    reading = recogniser_for(agent.name if agent else "claude", agent.version if agent else None).recognise(
-        look.snapshot
+    recogniser = (
+        recogniser_for("claude", None) if agent is None else recogniser_for(agent.name, agent.version, exe=agent.exe)
     )
+    reading = recogniser.recognise(look.snapshot)
     if reading.state is ScreenState.READY and agent is not None:
         # Ready once the box was seen on two rounds in a row and Claude Code has registered
         # for messaging: a box drawn while it is still starting can be slow to take a paste.

@@ -357,7 +357,7 @@ def seat_state(
 def _reading(agent: seatpane.Agent, look: seatpane.Look | None) -> BoxReading | None:
     if look is None:
         return None
-    return recogniser_for(agent.name or CLAUDE, agent.version).recognise(look.snapshot)
+    return recogniser_for(agent.name or CLAUDE, agent.version, exe=agent.exe).recognise(look.snapshot)
 
 
 # -- output -------------------------------------------------------------------------

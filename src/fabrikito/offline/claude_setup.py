@@ -78,9 +78,23 @@ def installed_version(tools_dir: Path) -> str | None:
     return version if isinstance(version, str) else None
 
 
-def ensure_claude(repo: Path | None = None, *, version: str = CLAUDE_VERSION, timeout: float = 600.0) -> Path:
-    """The path of ``claude.exe`` ``version``, installed into ``<repo>/.tools/claude-code`` if needed."""
-    tools_dir = (repo or repo_root()) / ".tools" / "claude-code"
+def tools_dir_for(version: str, repo: Path | None = None) -> Path:
+    """Where the repository keeps Claude Code ``version``: ``.tools/claude-code`` for the pinned one,
+    ``.tools/claude-code-<version>`` for any other (the second release of the live tier, qualification)."""
+    name = "claude-code" if version == CLAUDE_VERSION else f"claude-code-{version}"
+    return (repo or repo_root()) / ".tools" / name
+
+
+def ensure_claude(
+    repo: Path | None = None,
+    *,
+    version: str = CLAUDE_VERSION,
+    timeout: float = 600.0,
+    tools_dir: Path | None = None,
+) -> Path:
+    """The path of ``claude.exe`` ``version``, installed with npm into ``tools_dir`` if needed
+    (default: :func:`tools_dir_for` in the repository)."""
+    tools_dir = tools_dir if tools_dir is not None else tools_dir_for(version, repo)
     binary = claude_binary(tools_dir)
     if installed_version(tools_dir) == version and os.access(binary, os.X_OK):
         return binary

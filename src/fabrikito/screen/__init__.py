@@ -15,15 +15,11 @@ but a recognised box.  See ``docs/screen-recognition.md``.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Literal, Protocol
 
 Renderer = Literal["inline", "fullscreen"]
-
-# The version recognised when the caller does not know which one runs.
-DEFAULT_CLAUDE_VERSION = "2.1.316"
 
 NOT_READY = "screen not recognised as ready"
 
@@ -257,35 +253,34 @@ class FailClosedRecogniser(StandardChecks):
         return BoxReading(state=ScreenState.NOT_RECOGNISED, renderer=renderer, reason=self.reason, detail=self.reason)
 
 
-def _claude_2_1_316() -> Recogniser:
-    from fabrikito.screen.claude_2_1_316 import Claude21316
-
-    return Claude21316()
-
-
-# (agent, version) -> a factory.  Modules are imported only when asked for.
-_REGISTRY: dict[tuple[str, str], Callable[[], Recogniser]] = {
-    ("claude", "2.1.316"): _claude_2_1_316,
-}
+QUALIFY_ADVICE = "run `fabrikito qualify` to check this release offline (about a minute) and accept it"
 
 
 def known_versions(agent: str = "claude") -> list[str]:
-    """The versions of ``agent`` fabrikito recognises."""
-    return sorted(v for a, v in _REGISTRY if a == agent)
+    """The releases of ``agent`` the package's table recognises."""
+    from fabrikito.screen.releases import packaged
+
+    return sorted(packaged(agent))
 
 
-def recogniser_for(agent: str, version: str | None) -> Recogniser:
-    """The recogniser for ``agent`` at ``version``.
+def recogniser_for(agent: str, version: str | None, *, exe: str | None = None) -> Recogniser:
+    """The recogniser for ``agent`` at release ``version``.
 
-    ``version=None`` (the caller could not tell which version runs) means
-    :data:`DEFAULT_CLAUDE_VERSION` for ``claude``.  An unknown agent or version
-    gets a recogniser that fails closed on every screen, whose reason says so.
+    A release is recognised by the package's table of qualified releases, or
+    by the user's own qualification of the binary ``exe`` (see
+    :mod:`fabrikito.screen.releases`).  An unknown agent, an unknown release,
+    or a release that cannot be told (``version=None``) gets a recogniser
+    that fails closed on every screen, whose reason says what to do.
     """
-    if version is None and agent == "claude":
-        version = DEFAULT_CLAUDE_VERSION
-    factory = _REGISTRY.get((agent, version or ""))
-    if factory is not None:
-        return factory()
-    if agent != "claude" or version is None:
+    from fabrikito.screen import releases
+
+    if agent != "claude":
         return FailClosedRecogniser(agent, version or "", f"{agent} is not an agent fabrikito recognises")
-    return FailClosedRecogniser(agent, version, f"Claude Code {version} is not a version fabrikito recognises")
+    if version is None:
+        return FailClosedRecogniser(agent, "", "fabrikito cannot tell which Claude Code release runs in the pane")
+    found = releases.lookup(agent, version, exe)
+    if found is None:
+        return FailClosedRecogniser(
+            agent, version, f"Claude Code {version} is not a release fabrikito has qualified: {QUALIFY_ADVICE}"
+        )
+    return releases.make(found.dialect, version)

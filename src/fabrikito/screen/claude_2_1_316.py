@@ -46,6 +46,7 @@ from fabrikito.screen import (
 from fabrikito.screen.ansi import Row, parse
 
 VERSION = "2.1.316"
+DIALECT = "claude-2.1.316"
 
 PROMPT = "❯\u00a0"  # the live box's prompt: ❯ + NO-BREAK SPACE
 INDENT = "  "  # continuation rows of the box
@@ -87,6 +88,7 @@ _PERMISSION_OPTION_RE = re.compile(r" ❯ \d+\. \S.*")
 _PERMISSION_END = " Esc to cancel · Tab to amend"
 _HELD_OPTIONS = ("Deny — drop it and tell the sender it was declined", "Deliver this message to Claude")
 _HELD_MARKS = (" Held message from another session", " Message body (this is what will be delivered):")
+_HELD_HINT = " ctrl+x a to always deliver ›"  # since 2.1.331, the held dialog's last row (bold)
 _BYPASS_OPTIONS = ("No, exit", "Yes, I accept")
 _BYPASS_END = "  Enter to confirm · Esc to cancel"
 _REWIND_END = "  Enter to continue · Esc to cancel"
@@ -148,6 +150,23 @@ def _is_bottom_rule(row: Row, width: int) -> bool:
 def _is_top_rule(row: Row, width: int) -> bool:
     text = _text(row)
     return _TOP_RULE_RE.fullmatch(text) is not None and cell_width(text) == width and _rule_coloured(row)
+
+
+# Since 2.1.326 the fullscreen box marks hidden rows on its rules: `─── ↑ N more ───… name ─` on top,
+# `─── ↓ N more ───…` at the bottom; the marker is fg=246, the rule 244 (README of the research captures).
+_MORE_RE = re.compile(r"─+ (?P<arrow>[↑↓]) [1-9][0-9]* more ─+(?: \S(?:.*\S)? ─+)?")
+MORE_FG = 246
+
+
+def _more_rule(row: Row, width: int) -> str | None:
+    """``↑`` or ``↓`` when the row is a box rule with a hidden-rows marker, else ``None``."""
+    text = _text(row)
+    found = _MORE_RE.fullmatch(text)
+    if found is None or cell_width(text) != width or not _rule_coloured(row):
+        return None
+    marker = text.index(found.group("arrow"))
+    style = row.style_at(marker)
+    return found.group("arrow") if style is not None and style.fg == MORE_FG else None
 
 
 def _is_continuation(row: Row) -> bool:
@@ -218,26 +237,47 @@ class _Box:
     prompt: int | None  # the ❯ row, when it is the first input row (None: pushed into history)
     top_rule: int | None  # the top rule's row, when visible
     bottom_rule: int | None  # the bottom rule's row, when visible
+    end_hidden: bool = False  # the bottom rule says rows of text are hidden below (``↓ N more``)
 
 
-def _find_box(rows: tuple[Row, ...], width: int, fullscreen: bool) -> tuple[_Box | None, str]:
-    """The live box at the bottom of the screen, or ``None`` and what is wrong."""
+def _find_box(
+    rows: tuple[Row, ...], width: int, fullscreen: bool, *, indicators: bool = False
+) -> tuple[_Box | None, str]:
+    """The live box at the bottom of the screen, or ``None`` and what is wrong.
+
+    With ``indicators`` (dialects since 2.1.326, fullscreen) the box's rules may
+    carry hidden-rows markers: under a ``↑ N more`` top rule the first visible
+    row is a continuation row (the prompt row is scrolled away), and a
+    ``↓ N more`` bottom rule means the text's end is not on the screen.
+    """
     n = len(rows)
-    prompts = [i for i in range(1, n) if rows[i].text.startswith(PROMPT) and _is_top_rule(rows[i - 1], width)]
+    marked = indicators and fullscreen
+
+    def bottom(i: int) -> bool:
+        return _is_bottom_rule(rows[i], width) or (marked and _more_rule(rows[i], width) == "↓")
+
+    def opens_box(i: int) -> bool:
+        if rows[i].text.startswith(PROMPT) and _is_top_rule(rows[i - 1], width):
+            return True
+        return marked and _more_rule(rows[i - 1], width) == "↑" and _text(rows[i]).startswith(INDENT)
+
+    prompts = [i for i in range(1, n) if opens_box(i)]
     if prompts:
         p = prompts[-1]
+        prompt = p if rows[p].text.startswith(PROMPT) else None
         i = p + 1
-        while i < n and _is_continuation(rows[i]) and not _is_bottom_rule(rows[i], width):
+        while i < n and _is_continuation(rows[i]) and not bottom(i):
             i += 1
         if i < n:
-            if not _is_bottom_rule(rows[i], width):
+            if not bottom(i):
                 return None, "the input box is not followed by its bottom rule"
-            return _Box(first=p, last=i - 1, prompt=p, top_rule=p - 1, bottom_rule=i), ""
+            hidden = not _is_bottom_rule(rows[i], width)
+            return _Box(first=p, last=i - 1, prompt=prompt, top_rule=p - 1, bottom_rule=i, end_hidden=hidden), ""
         if not fullscreen:
             return None, "the input box has no bottom rule"
         if _blank(rows[n - 1]):
             return None, "the input box runs into blank rows at the bottom of the screen"
-        return _Box(first=p, last=n - 1, prompt=p, top_rule=p - 1, bottom_rule=None), ""
+        return _Box(first=p, last=n - 1, prompt=prompt, top_rule=p - 1, bottom_rule=None), ""
     if fullscreen:
         return None, "no input box (a ❯ row under a top rule) at the bottom of the screen"
     # Inline, a box taller than the pane: input rows from row 0 down to the bottom rule.
@@ -328,8 +368,12 @@ def _selected(row: Row, text: str, prefix: str) -> bool:
     return style is not None and style.fg == MENU_CURSOR_FG
 
 
-def _find_dialog(rows: tuple[Row, ...], width: int) -> str | None:
-    """The name of the known dialog at the bottom of the screen, or ``None``."""
+def _find_dialog(rows: tuple[Row, ...], width: int, *, held_hint: bool = False) -> str | None:
+    """The name of the known dialog at the bottom of the screen, or ``None``.
+
+    With ``held_hint`` (dialects since 2.1.331) the held-message dialog may end
+    with a bold ``ctrl+x a to always deliver ›`` row under its two options.
+    """
     last = len(rows) - 1
     while last >= 0 and _blank(rows[last]):
         last -= 1
@@ -348,6 +392,13 @@ def _find_dialog(rows: tuple[Row, ...], width: int) -> str | None:
             break
     region = rows[start : last + 1]
     texts = [_text(r) for r in region]
+    if (
+        held_hint
+        and len(region) > 2
+        and texts[-1] == _HELD_HINT
+        and all(run.bold for run in region[-1].runs if run.text.strip())
+    ):
+        region, texts = region[:-1], texts[:-1]
     end = texts[-1]
 
     if end == _PERMISSION_END and any(
@@ -381,7 +432,12 @@ def _find_dialog(rows: tuple[Row, ...], width: int) -> str | None:
 
 
 class Claude21316(StandardChecks):
-    """Recognises Claude Code 2.1.316's screens (inline and fullscreen renderers)."""
+    """Recognises the screens of the dialect first seen in Claude Code 2.1.316 (both renderers)."""
+
+    dialect = DIALECT
+
+    def __init__(self, version: str = VERSION) -> None:
+        self._version = version
 
     @property
     def agent(self) -> str:
@@ -389,10 +445,18 @@ class Claude21316(StandardChecks):
 
     @property
     def version(self) -> str:
-        return VERSION
+        return self._version
 
     def recognise(self, snapshot: PaneSnapshot) -> BoxReading:
-        return recognise(snapshot)
+        return recognise(snapshot, self)
+
+    # The parts a later dialect may draw differently; each dialect module overrides what changed.
+
+    def find_box(self, rows: tuple[Row, ...], width: int, fullscreen: bool) -> tuple[_Box | None, str]:
+        return _find_box(rows, width, fullscreen)
+
+    def find_dialog(self, rows: tuple[Row, ...], width: int) -> str | None:
+        return _find_dialog(rows, width)
 
 
 def _not_recognised(renderer: Renderer, detail: str, max_rows: int = 0) -> BoxReading:
@@ -401,8 +465,9 @@ def _not_recognised(renderer: Renderer, detail: str, max_rows: int = 0) -> BoxRe
     )
 
 
-def recognise(snapshot: PaneSnapshot) -> BoxReading:
-    """Read one snapshot of a Claude Code 2.1.316 pane."""
+def recognise(snapshot: PaneSnapshot, rules: Claude21316 | None = None) -> BoxReading:
+    """Read one snapshot of a Claude Code pane, by ``rules`` (a dialect; default: 2.1.316's)."""
+    rules = rules if rules is not None else Claude21316()
     renderer: Renderer = "fullscreen" if snapshot.alternate_on else "inline"
     fullscreen = snapshot.alternate_on
     width, height = snapshot.width, snapshot.height
@@ -415,7 +480,7 @@ def recognise(snapshot: PaneSnapshot) -> BoxReading:
         reading = _not_recognised(renderer, f"the capture has {len(rows)} rows, more than the pane's {height}")
     else:
         rows = rows + (Row(),) * (height - len(rows))
-        reading = _read(rows, snapshot, renderer, max_rows)
+        reading = _read(rows, snapshot, renderer, max_rows, rules)
     if snapshot.in_mode:
         return BoxReading(
             state=ScreenState.COPY_MODE,
@@ -434,14 +499,16 @@ def recognise(snapshot: PaneSnapshot) -> BoxReading:
     return reading
 
 
-def _read(rows: tuple[Row, ...], snapshot: PaneSnapshot, renderer: Renderer, max_rows: int) -> BoxReading:
+def _read(
+    rows: tuple[Row, ...], snapshot: PaneSnapshot, renderer: Renderer, max_rows: int, rules: Claude21316
+) -> BoxReading:
     width = snapshot.width
     fullscreen = renderer == "fullscreen"
     if all(_blank(r) for r in rows):
         return _not_recognised(renderer, "the screen is empty", max_rows=max_rows)
-    box, why = _find_box(rows, width, fullscreen)
+    box, why = rules.find_box(rows, width, fullscreen)
     if box is None:
-        dialog = _find_dialog(rows, width)
+        dialog = rules.find_dialog(rows, width)
         if dialog is not None:
             return BoxReading(
                 state=ScreenState.DIALOG, renderer=renderer, reason=NOT_READY, detail=dialog, max_rows=max_rows
@@ -509,7 +576,7 @@ def _read(rows: tuple[Row, ...], snapshot: PaneSnapshot, renderer: Renderer, max
         return replace(base, detail="something other than the footer follows the input box")
     if box.top_rule is not None and _menu_open(rows, box.top_rule):
         return replace(base, detail="a completion menu is open above the input box")
-    base = replace(base, ends_screen=True)
+    base = replace(base, ends_screen=not box.end_hidden)
 
     empty = box_rows == 1 and box_text == "" and top_visible
     if not empty:

@@ -1,0 +1,29 @@
+"""The dialect first seen in Claude Code 2.1.331: the held-message dialog grows two rows.
+
+Everything else is drawn as in 2.1.326 (:mod:`fabrikito.screen.claude_2_1_326`).
+What changed, from captures of the real binaries (2.1.331 and 2.1.332 draw alike):
+
+* The held-message dialog shows ``Deliver by default: /config → Messaging →
+  Messages from your other sessions`` (fg=246) above its two options and a
+  bold ``ctrl+x a to always deliver ›`` row under them; in a short pane it
+  leaves out its blank rows and the ``Message body`` heading.
+* In the fullscreen renderer, dialogs end on the screen's last row (blank rows
+  above them, not below): the dialog readers skip blank rows either way.
+"""
+
+from __future__ import annotations
+
+from fabrikito.screen.ansi import Row
+from fabrikito.screen.claude_2_1_316 import _find_dialog
+from fabrikito.screen.claude_2_1_326 import Claude21326
+
+DIALECT = "claude-2.1.331"
+
+
+class Claude21331(Claude21326):
+    """Recognises the screens of the dialect first seen in Claude Code 2.1.331."""
+
+    dialect = DIALECT
+
+    def find_dialog(self, rows: tuple[Row, ...], width: int) -> str | None:
+        return _find_dialog(rows, width, held_hint=True)
