@@ -8,6 +8,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from fabrikito.team.teamfile import Team
 
 
 def cmd_check(args: argparse.Namespace) -> int:
@@ -15,11 +20,62 @@ def cmd_check(args: argparse.Namespace) -> int:
 
     team = teamfile.load(args.team)
     report = check.run(team)
+    agent, running = _releases(team)
+    unqualified = agent.get("qualified") is False
+    code = max(report.exit_code, 1) if unqualified else report.exit_code
     if args.json:
-        print(json.dumps(check.to_json(report), indent=2, ensure_ascii=False))
+        data = check.to_json(report)
+        data.update(agent=agent, running=running, exit_code=code)
+        print(json.dumps(data, indent=2, ensure_ascii=False))
+        return code
+    print(check.render(report))
+    print("\nreleases:")
+    print(f"  agent {agent['command']}: {agent['shown']}")
+    for seat in running:
+        print(f"  running {seat['role']}: {seat['shown']}")
+    if unqualified:
+        print(
+            f"WARNING: the agent's release {agent['release']} is not qualified: say, flush and the kickoffs will "
+            "refuse its seats. Run fabrikito qualify (about a minute, offline) to check it and accept it."
+        )
+    return code
+
+
+def _releases(team: Team) -> tuple[dict[str, object], list[dict[str, object]]]:
+    """The team's agent command's release and, for each running seat, its release; each with whether
+    fabrikito has qualified it."""
+    import shutil
+
+    from fabrikito.base.errors import FabrikitoError
+    from fabrikito.launch import status
+    from fabrikito.qualify.run import release_of
+    from fabrikito.screen import releases
+
+    program = team.agent[0]
+    where = shutil.which(program)
+    agent: dict[str, object] = {"command": program, "path": where, "release": None, "qualified": None}
+    if where is None:
+        agent["shown"] = "not found on PATH"
     else:
-        print(check.render(report))
-    return report.exit_code
+        try:
+            release = release_of(where)
+        except FabrikitoError as exc:
+            agent["shown"] = f"its release could not be told: {exc.message}"
+        else:
+            found = releases.lookup("claude", release, os.path.realpath(where))
+            agent.update(release=release, qualified=found is not None)
+            agent["shown"] = f"Claude Code {release}, " + (
+                f"qualified ({found.source}, dialect {found.dialect})" if found else "NOT qualified"
+            )
+    running: list[dict[str, object]] = []
+    if team.server().alive():
+        for seat in status.collect(team, screens=False).seats:
+            if seat.qualified is not None:
+                shown = status.release_cell(seat.release, seat.qualified)
+                running.append(
+                    {"role": seat.role, "release": seat.release, "qualified": seat.qualified, "shown": shown}
+                )
+    return agent, running
 
 
 def _read_message(parts: list[str]) -> tuple[str, bool]:

@@ -1,5 +1,8 @@
 """Fixtures for the live tier: real Claude Code seats in private tmux servers, offline.
 
+* ``claude_binary``: the real Claude Code, once for each of :data:`LIVE_RELEASES`
+  (the pinned 2.1.316 and the newest qualified release), so every live test
+  that starts a seat runs on both.
 * ``tmux_server``: a private ``-L fab-<random>`` server per test, killed in a
   finalizer (never the default server).
 * ``claude_home``: an isolated HOME in ``tmp_path`` (onboarding, API key and
@@ -22,11 +25,21 @@ from fabrikito.base.tmux import Server
 from fabrikito.offline import claude_setup, seatkit
 from fabrikito.offline.seatkit import SeatFactory
 from fabrikito.offline.standin import StandIn
+from fabrikito.screen.qualified import CLAUDE as QUALIFIED
 
 
-@pytest.fixture(scope="session")
-def claude_binary() -> Path:
-    return claude_setup.ensure_claude()
+def _release_key(release: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in release.split("."))
+
+
+#: The live tier runs on the pinned release and on the newest the package has qualified.
+LIVE_RELEASES = sorted({claude_setup.CLAUDE_VERSION, max(QUALIFIED, key=_release_key)}, key=_release_key)
+
+
+@pytest.fixture(scope="session", params=LIVE_RELEASES)
+def claude_binary(request: pytest.FixtureRequest) -> Path:
+    release = str(request.param)
+    return claude_setup.ensure_claude(version=release)
 
 
 @pytest.fixture

@@ -44,8 +44,9 @@ def write_up_team(
     home: Path,
     kickoffs: Mapping[str, str] | None = None,
     untrusted: frozenset[str] = frozenset(),
+    agent: Sequence[str] | None = None,
 ) -> Path:
-    """A team file whose seats run the bench binary against the stand-in, in ``home``."""
+    """A team file whose seats run the bench binary (or ``agent``) against the stand-in, in ``home``."""
     base = path.parent
     base.mkdir(parents=True, exist_ok=True)
     (base / "roles").mkdir(exist_ok=True)
@@ -56,7 +57,7 @@ def write_up_team(
     lines = [
         'name = "live"',
         f'tmux_socket = "{server.socket_name}"',
-        f"agent = [{json.dumps(str(binary))}]",
+        f"agent = {json.dumps(list(agent) if agent is not None else [str(binary)])}",
         f"kickoff = {json.dumps(KICKOFF)}",
     ]
     for role, mode, extra in seats:

@@ -195,18 +195,23 @@ def make_team(tmp_path: Path) -> teamfile.Team:
 def test_table_json_and_notice(tmp_path: Path) -> None:
     team = make_team(tmp_path)
     seats = (
-        status.SeatStatus("em", "acme-em", "%1", SeatState.IDLE, "", "prompting", "2026-11-30T10:00:00", None),
+        status.SeatStatus(
+            "em", "acme-em", "%1", SeatState.IDLE, "", "prompting", "2026-11-30T10:00:00", None, 41, "2.1.332", True
+        ),
         status.SeatStatus(
             "sec", "acme-sec", "%2", SeatState.WAITING, "permission prompt", "bypass", None, "2026-11-29T09:00:00"
         ),
+        status.SeatStatus("qa", "acme-qa", "%3", SeatState.IDLE, "", "prompting", None, None, 43, "2.1.999", False),
     )
     found = status.Status(team, seats, (status.Notice("sec", 3, 1_800_000_000.0),), tmux_calls=2, server_running=True)
     text = status.render(found, today="2026-11-30")
     lines = text.split("\n")
-    assert lines[1].split() == ["ROLE", "SESSION", "PANE", "STATE", "CLASS", "LAST", "TO", "LAST", "FROM"]
-    assert lines[2].split() == ["em", "acme-em", "%1", "idle", "prompting", "10:00:00", "-"]
+    assert lines[1].split() == ["ROLE", "SESSION", "PANE", "STATE", "CLASS", "RELEASE", "LAST", "TO", "LAST", "FROM"]
+    assert lines[2].split() == ["em", "acme-em", "%1", "idle", "prompting", "2.1.332", "10:00:00", "-"]
     assert "waiting at a dialog (permission prompt)" in lines[3]
     assert "2026-11-29T09:00:00" in lines[3]
+    assert "2.1.999 (not qualified: run fabrikito qualify)" in lines[4]
+    lines.pop(4)
     assert lines[4].startswith("NOTICE sec: 3 sends to it were refused because its input box holds text; the last at ")
     assert msglog.local_time(1_800_000_000.0) in lines[4]
     data = status.to_json(found)
@@ -221,7 +226,10 @@ def test_table_json_and_notice(tmp_path: Path) -> None:
         "last_to": None,
         "last_from": "2026-11-29T09:00:00",
         "pid": None,
+        "release": None,
+        "qualified": None,
     }
+    assert (data["seats"][2]["release"], data["seats"][2]["qualified"]) == ("2.1.999", False)
     assert data["notices"] == [{"role": "sec", "count": 3, "last": msglog.local_time(1_800_000_000.0)}]
 
 

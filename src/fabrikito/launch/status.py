@@ -91,6 +91,8 @@ class SeatStatus:
     last_to: str | None  # local time of the last log line to this seat
     last_from: str | None  # local time of the last log line from this seat
     pid: int | None = None  # the agent's pid, when one runs
+    release: str | None = None  # the agent's release, when one runs and it can be told
+    qualified: bool | None = None  # whether fabrikito recognises that release (None: no agent)
 
 
 @dataclass(frozen=True, slots=True)
@@ -306,6 +308,8 @@ def collect(team: Team, *, server: Server | None = None, screens: bool = True) -
                 last_to=last_to,
                 last_from=last_from,
                 pid=agent.pid if agent is not None else None,
+                release=agent.version if agent is not None else None,
+                qualified=_qualified(agent),
             )
         )
     found = refusals.notices(team.state_dir / "say", list(team.roles))  # say's records (say.say_dir)
@@ -354,6 +358,23 @@ def seat_state(
     return SeatState.UNKNOWN, f"registry status {status!r}"
 
 
+def _qualified(agent: seatpane.Agent | None) -> bool | None:
+    if agent is None:
+        return None
+    if agent.version is None:
+        return False
+    from fabrikito.screen import releases
+
+    return releases.lookup(agent.name or CLAUDE, agent.version, agent.exe) is not None
+
+
+def release_cell(release: str | None, qualified: bool | None) -> str:
+    """``2.1.332``, or ``2.1.999 (not qualified: run fabrikito qualify)``; ``-`` with no agent."""
+    if qualified is None:
+        return "-"
+    return (release or "?") + ("" if qualified else " (not qualified: run fabrikito qualify)")
+
+
 def _reading(agent: seatpane.Agent, look: seatpane.Look | None) -> BoxReading | None:
     if look is None:
         return None
@@ -386,7 +407,7 @@ def attach_command(team: Team, seat: Seat) -> str:
 
 def render(status: Status, *, today: str | None = None) -> str:
     team = status.team
-    header = ("ROLE", "SESSION", "PANE", "STATE", "CLASS", "LAST TO", "LAST FROM")
+    header = ("ROLE", "SESSION", "PANE", "STATE", "CLASS", "RELEASE", "LAST TO", "LAST FROM")
     rows = []
     for s in status.seats:
         state = s.state.value + (f" ({s.detail})" if s.detail and s.state is not SeatState.EXITED else "")
@@ -397,6 +418,7 @@ def render(status: Status, *, today: str | None = None) -> str:
                 s.pane or "-",
                 state,
                 s.permission_class,
+                release_cell(s.release, s.qualified),
                 shown_time(s.last_to, today),
                 shown_time(s.last_from, today),
             )
@@ -430,6 +452,8 @@ def to_json(status: Status) -> dict[str, Any]:
                 "last_to": s.last_to,
                 "last_from": s.last_from,
                 "pid": s.pid,
+                "release": s.release,
+                "qualified": s.qualified,
             }
             for s in status.seats
         ],
