@@ -105,6 +105,7 @@ class Job:
     standin: StandIn = field(init=False)
     home: Path = field(init=False)
     pids: list[int] = field(default_factory=list, init=False)
+    started: int = field(default=0, init=False)  # seats started, for the benchmark
 
     def __post_init__(self) -> None:
         self.binary = self.binary.absolute()  # seats start in folders of their own
@@ -148,6 +149,7 @@ class Job:
             wait=wait,
         )
         self.pids.append(seat.pid)
+        self.started += 1
         return seat
 
     def end(self) -> None:

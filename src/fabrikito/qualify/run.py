@@ -50,6 +50,7 @@ class Outcome:
     folder: Path | None = None
     seconds: float = 0.0
     exe: str | None = None  # the program the seats ran (what a local record fingerprints)
+    seats_started: int = 0
 
     @property
     def qualified(self) -> bool:
@@ -147,6 +148,7 @@ def qualify(
                 outcome.problems += found
         for job in jobs:
             outcome.captures += job.captures
+            outcome.seats_started += job.started
         # The oldest dialect that reads everything: the narrowest rules that fit this release.
         nearest: tuple[str, list[str]] | None = None
         for dialect in releases.dialects(agent):
@@ -164,6 +166,7 @@ def qualify(
                 checked = _messaging(root, binary, release, dialect, size, say)
                 outcome.problems += checked.problems
                 outcome.exe = checked.exe
+                outcome.seats_started += 2
             outcome.dialect = dialect if not outcome.problems else None
     finally:
         for job in jobs:
