@@ -161,3 +161,18 @@ def test_check_shows_the_agents_release_and_warns_when_it_is_not_qualified(
     assert (data["agent"]["release"], data["agent"]["qualified"]) == ("2.1.999", False)
     plain = fabrikito("check", team=team, role=None)
     assert "WARNING: the agent's release 2.1.999 is not qualified" in plain.stdout
+
+
+def test_up_says_at_once_that_an_unqualified_release_needs_qualify(
+    tmux_server: Server, standin: StandIn, tmp_path: Path
+) -> None:
+    home = claude_setup.make_home(tmp_path / "home")
+    team = tmp_path / "team" / "team.toml"
+    agent = [str(fake_agent(tmp_path))]
+    write_up_team(team, tmux_server, Path(agent[0]), standin, [("dev", "acceptEdits", {})], home=home, agent=agent)
+    done = fabrikito("up", "--timeout", "60", team=team, role=None, timeout=120)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "dev did not come up: Claude Code 2.1.999 is not a release fabrikito has qualified" in done.stdout
+    assert "[from launcher]" not in tmux_server.capture(
+        tmux_server.run("list-panes", "-t", "=live-dev:", "-F", "#{pane_id}").strip()
+    )

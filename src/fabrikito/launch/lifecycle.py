@@ -35,7 +35,7 @@ from fabrikito.launch.seatfiles import (
     write_seat_files,
 )
 from fabrikito.log import msglog
-from fabrikito.screen import ScreenState, recogniser_for
+from fabrikito.screen import FailClosedRecogniser, ScreenState, recogniser_for
 from fabrikito.team.teamfile import Seat, Team
 
 if TYPE_CHECKING:
@@ -296,6 +296,10 @@ def _judge(run: _Run, w: _Waiting, look: seatpane.Look | None, now: float) -> bo
     recogniser = (
         recogniser_for("claude", None) if agent is None else recogniser_for(agent.name, agent.version, exe=agent.exe)
     )
+    if agent is not None and agent.version is not None and isinstance(recogniser, FailClosedRecogniser):
+        # The seat runs, but a release fabrikito has not qualified: no kickoff can be typed, now or later.
+        run.fail(seat, f"{recogniser.reason}; then run `fabrikito up` again to give its kickoff")
+        return False
     reading = recogniser.recognise(look.snapshot)
     if reading.state is ScreenState.READY and agent is not None:
         # Ready once the box was seen on two rounds in a row and Claude Code has registered

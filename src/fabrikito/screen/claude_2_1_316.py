@@ -88,7 +88,9 @@ _PERMISSION_OPTION_RE = re.compile(r" ❯ \d+\. \S.*")
 _PERMISSION_END = " Esc to cancel · Tab to amend"
 _HELD_OPTIONS = ("Deny — drop it and tell the sender it was declined", "Deliver this message to Claude")
 _HELD_MARKS = (" Held message from another session", " Message body (this is what will be delivered):")
-_HELD_HINT = " ctrl+x a to always deliver ›"  # since 2.1.331, the held dialog's last row (bold)
+# Since 2.1.331 the held dialog may end with one of these under its options (the first, bold, when the
+# AlwaysDeliver binding is a key chord, the second otherwise), or with neither when rows are short.
+_HELD_HINTS = (" ctrl+x a to always deliver ›", " To always deliver in this session, see /config.")
 _BYPASS_OPTIONS = ("No, exit", "Yes, I accept")
 _BYPASS_END = "  Enter to confirm · Esc to cancel"
 _REWIND_END = "  Enter to continue · Esc to cancel"
@@ -372,7 +374,7 @@ def _find_dialog(rows: tuple[Row, ...], width: int, *, held_hint: bool = False) 
     """The name of the known dialog at the bottom of the screen, or ``None``.
 
     With ``held_hint`` (dialects since 2.1.331) the held-message dialog may end
-    with a bold ``ctrl+x a to always deliver ›`` row under its two options.
+    with a hint row under its two options (``_HELD_HINTS``).
     """
     last = len(rows) - 1
     while last >= 0 and _blank(rows[last]):
@@ -392,12 +394,7 @@ def _find_dialog(rows: tuple[Row, ...], width: int, *, held_hint: bool = False) 
             break
     region = rows[start : last + 1]
     texts = [_text(r) for r in region]
-    if (
-        held_hint
-        and len(region) > 2
-        and texts[-1] == _HELD_HINT
-        and all(run.bold for run in region[-1].runs if run.text.strip())
-    ):
+    if held_hint and len(region) > 2 and texts[-1] in _HELD_HINTS:
         region, texts = region[:-1], texts[:-1]
     end = texts[-1]
 

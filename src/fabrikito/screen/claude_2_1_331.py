@@ -5,8 +5,10 @@ What changed, from captures of the real binaries (2.1.331 and 2.1.332 draw alike
 
 * The held-message dialog shows ``Deliver by default: /config → Messaging →
   Messages from your other sessions`` (fg=246) above its two options and a
-  bold ``ctrl+x a to always deliver ›`` row under them; in a short pane it
-  leaves out its blank rows and the ``Message body`` heading.
+  bold ``ctrl+x a to always deliver ›`` row under them (``To always deliver in
+  this session, see /config.`` when that binding is not a key chord); with
+  fewer rows it leaves out its blank rows, the ``Message body`` heading, the
+  reason, the pointer and then the last row.
 * In the fullscreen renderer, dialogs end on the screen's last row (blank rows
   above them, not below): the dialog readers skip blank rows either way.
 """
