@@ -59,7 +59,11 @@ def npm_releases() -> list[str]:
 
 def checked_text() -> str:
     states = sum(len(c.expects) for c in CASES if c.quick)
-    return f"{states} states x both renderers at 120x40 (diff notice 89x13); registry, hook, inbox, labelled message"
+    screens = sum(len(c.expects) * len(c.renderers) for c in CASES if c.quick)
+    return (
+        f"{screens} screens ({states} states, both renderers, 120x40; the diff notice at 89x13); "
+        "registry, hook, inbox, labelled message"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
