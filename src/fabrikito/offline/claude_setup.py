@@ -9,7 +9,7 @@ import json
 import os
 import shutil
 import subprocess
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -60,8 +60,31 @@ STRIP_PREFIXES = ("CLAUDE_CODE_MESSAGING_", "ANTHROPIC_")
 
 
 def repo_root() -> Path:
-    """The repository this module lives in (``src/fabrikito/offline/claude_setup.py`` -> repo)."""
+    """The checkout this module lives in (``src/fabrikito/offline/claude_setup.py`` -> the checkout)."""
     return Path(__file__).resolve().parents[3]
+
+
+def checkout_root() -> Path | None:
+    """The checkout fabrikito runs from, or ``None`` when it runs from an installed copy (pip, pipx, uv)."""
+    root = repo_root()
+    if (root / "pyproject.toml").is_file() and (root / "src" / "fabrikito").is_dir():
+        return root
+    return None
+
+
+def cache_dir(environ: Mapping[str, str] | None = None) -> Path:
+    """``${XDG_CACHE_HOME:-~/.cache}/fabrikito``: where an installed fabrikito keeps the demo's Claude Code."""
+    from fabrikito.base import xdg
+
+    return xdg.cache_home(environ)
+
+
+def demo_tools_dir(environ: Mapping[str, str] | None = None) -> Path:
+    """Where the demo finds Claude Code: a checkout's ``.tools/claude-code``, else the user's cache."""
+    root = checkout_root()
+    if root is not None:
+        return root / ".tools" / "claude-code"
+    return cache_dir(environ) / "claude-code"
 
 
 def claude_binary(tools_dir: Path) -> Path:
@@ -85,37 +108,93 @@ def tools_dir_for(version: str, repo: Path | None = None) -> Path:
     return (repo or repo_root()) / ".tools" / name
 
 
+PROGRESS_EVERY = 5.0
+
+
 def ensure_claude(
     repo: Path | None = None,
     *,
     version: str = CLAUDE_VERSION,
     timeout: float = 600.0,
     tools_dir: Path | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> Path:
-    """The path of ``claude.exe`` ``version``, installed with npm into ``tools_dir`` if needed
-    (default: :func:`tools_dir_for` in the repository)."""
-    tools_dir = tools_dir if tools_dir is not None else tools_dir_for(version, repo)
+    """The path of ``claude.exe`` ``version``, installed with npm if needed.
+
+    Into ``tools_dir`` when given, else :func:`tools_dir_for` in the repository
+    (``.tools/claude-code`` for the pinned release).  ``progress`` is told what
+    is installed where, then every few seconds how far npm has got, then that
+    it is done.
+    """
+    if tools_dir is None:
+        tools_dir = tools_dir_for(version, repo)
     binary = claude_binary(tools_dir)
     if installed_version(tools_dir) == version and os.access(binary, os.X_OK):
         return binary
     npm = shutil.which("npm")
     if npm is None:
-        raise BenchError(f"npm is not on PATH: cannot install {PACKAGE}@{version} into {tools_dir}")
-    tools_dir.mkdir(parents=True, exist_ok=True)
+        raise BenchError(
+            f"npm is not on PATH: cannot install {PACKAGE}@{version} into {tools_dir}. "
+            "Install Node.js (which brings npm) and run the command again."
+        )
+    tools_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     manifest = tools_dir / "package.json"
     if not manifest.exists():
         manifest.write_text('{"private": true}\n', encoding="utf-8")
     argv = [npm, "install", "--no-audit", "--no-fund", f"{PACKAGE}@{version}"]
-    try:
-        done = subprocess.run(argv, cwd=tools_dir, capture_output=True, timeout=timeout, check=False)
-    except subprocess.TimeoutExpired:
-        raise BenchError(f"npm install of {PACKAGE}@{version} in {tools_dir} timed out after {timeout:g}s") from None
-    if done.returncode != 0:
-        err = done.stderr.decode("utf-8", "replace")[-2000:]
-        raise BenchError(f"npm install of {PACKAGE}@{version} in {tools_dir} failed (status {done.returncode}):\n{err}")
+    say = progress or (lambda _line: None)
+    say(f"installing Claude Code {version} with npm into {tools_dir} (once; a few hundred MB) ...")
+    done = _run_with_progress(argv, tools_dir, timeout=timeout, progress=progress)
+    if done is None:
+        raise BenchError(f"npm install of {PACKAGE}@{version} in {tools_dir} timed out after {timeout:g}s")
+    status, err = done
+    if status != 0:
+        raise BenchError(f"npm install of {PACKAGE}@{version} in {tools_dir} failed (status {status}):\n{err}")
     if installed_version(tools_dir) != version or not os.access(binary, os.X_OK):
         raise BenchError(f"npm installed {PACKAGE} in {tools_dir}, but {binary} is not version {version}")
+    say(f"Claude Code {version} installed: {binary}")
     return binary
+
+
+def _run_with_progress(
+    argv: Sequence[str], cwd: Path, *, timeout: float, progress: Callable[[str], None] | None
+) -> tuple[int, str] | None:
+    """Run npm; every :data:`PROGRESS_EVERY` seconds tell ``progress`` the time and size so far.
+
+    Returns its status and the tail of its error output, or ``None`` when it
+    ran out of time (then it is killed).
+    """
+    import tempfile
+    import time
+
+    with tempfile.TemporaryFile() as err:
+        proc = subprocess.Popen(argv, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err)
+        start = time.monotonic()
+        while True:
+            try:
+                status = proc.wait(timeout=PROGRESS_EVERY)
+                break
+            except subprocess.TimeoutExpired:
+                elapsed = time.monotonic() - start
+                if elapsed >= timeout:
+                    proc.kill()
+                    proc.wait()
+                    return None
+                if progress is not None:
+                    progress(f"  ... still installing: {elapsed:.0f} s, {_size_mb(cwd / 'node_modules')} MB so far")
+        err.seek(0)
+        return status, err.read().decode("utf-8", "replace")[-2000:]
+
+
+def _size_mb(path: Path) -> int:
+    total = 0
+    for root, _dirs, files in os.walk(path):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(root, name)).st_size
+            except OSError:
+                pass
+    return total // 1_000_000
 
 
 # -- HOME -----------------------------------------------------------------------
