@@ -93,6 +93,11 @@ def _build_status(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _build_init(p: argparse.ArgumentParser) -> None:
+    p.add_argument("dir", nargs="?", default=".", metavar="DIR", help="where to write it (default: here)")
+    p.add_argument("--roles", default="em,api,web", metavar="R1,R2", help="the seats' role ids (default: em,api,web)")
+
+
 def _build_demo(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dir", metavar="DIR", help="where the demo keeps its team file and state (default: a temp dir)")
     p.add_argument("--stop", action="store_true", help="stop a running demo: its seats and its stand-in model")
@@ -147,6 +152,12 @@ COMMANDS: tuple[Command, ...] = (
         "check your Claude Code release offline against what fabrikito reads, and accept it when it passes",
         "fabrikito.qualify.command:cmd_qualify",
         build_qualify,
+    ),
+    Command(
+        "init",
+        "write a starting team: a commented team.toml and the shared prompt (never overwrites)",
+        "fabrikito.commands:cmd_init",
+        _build_init,
     ),
     Command(
         "demo",

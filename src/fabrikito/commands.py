@@ -166,6 +166,18 @@ def cmd_status(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_init(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from fabrikito.launch.seatfiles import say_command
+    from fabrikito.team import init
+
+    written = init.init(Path(args.dir), init.parse_roles(args.roles))
+    for line in init.next_steps(written, cwd=Path.cwd(), command=say_command()):
+        _line(line)
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from fabrikito.offline import demo
 

@@ -92,12 +92,34 @@ def test_bypass_is_switched_off_unless_the_seat_can_bypass(tmp_path: Path) -> No
 def test_settings_env_names_role_and_team(tmp_path: Path) -> None:
     team = make_team(tmp_path)
     env = seatfiles.seat_settings(team, seat(team, "api"))["env"]
-    assert env == {"TEAM_ROLE": "api", "FABRIKITO_TEAM": str(team.path)}
+    command = seatfiles.say_command()
+    assert env == {"TEAM_ROLE": "api", "FABRIKITO_TEAM": str(team.path), "FABRIKITO": command}
     assert seatfiles.seat_env(team, seat(team, "api")) == {
         "ANTHROPIC_BASE_URL": "http://127.0.0.1:1/seat/api",
         "TEAM_ROLE": "api",
         "FABRIKITO_TEAM": str(team.path),
+        "FABRIKITO": command,
     }
+
+
+def test_say_command_is_absolute_and_runs_this_fabrikito_with_an_empty_path(tmp_path: Path) -> None:
+    import shlex
+    import subprocess
+
+    command = seatfiles.say_command()
+    assert shlex.split(command)[0].startswith("/"), command
+    assert f"{command} say <role>" in seatfiles.roster_section(make_team(tmp_path), seat(make_team(tmp_path), "api"))
+    done = subprocess.run(
+        ["/bin/sh", "-c", f"{command} --version"],
+        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    from fabrikito import __version__
+
+    assert done.stdout.strip() == f"fabrikito {__version__}", done.stderr
 
 
 def test_hook_command_names_the_package_directory_and_skips_site(tmp_path: Path) -> None:

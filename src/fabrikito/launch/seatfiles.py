@@ -124,7 +124,8 @@ def log_read_denies(team: Team) -> list[str]:
 
 
 def seat_variables(team: Team, seat: Seat) -> dict[str, str]:
-    return {"TEAM_ROLE": seat.role, "FABRIKITO_TEAM": str(team.path)}
+    """``TEAM_ROLE``, ``FABRIKITO_TEAM``, and ``FABRIKITO``: the command that runs this fabrikito."""
+    return {"TEAM_ROLE": seat.role, "FABRIKITO_TEAM": str(team.path), "FABRIKITO": say_command()}
 
 
 def seat_settings(team: Team, seat: Seat, *, python: str | None = None, root: Path | None = None) -> dict[str, Any]:
@@ -176,11 +177,23 @@ def roster_section(team: Team, seat: Seat) -> str:
 
 
 def say_command() -> str:
-    """How a seat runs fabrikito: the checkout's ``fabrikito`` script, else the installed command."""
+    """The command that runs this very fabrikito, absolute, for a seat's shell (whatever its PATH).
+
+    From a checkout: its ``fabrikito`` script.  Installed (pip, pipx, uv tool,
+    a venv): the ``fabrikito`` entry point beside the interpreter running now.
+    Otherwise: this interpreter with ``-m fabrikito`` and the package's
+    directory on ``PYTHONPATH``, as the hook runs.
+    """
+    import sys
+
     from fabrikito.log.hook import package_root
 
-    script = Path(package_root()).parent / "fabrikito"
-    return shlex.quote(str(script)) if script.is_file() and os.access(script, os.X_OK) else "fabrikito"
+    root = package_root()
+    for script in (Path(root).parent / "fabrikito", Path(os.path.abspath(sys.executable)).parent / "fabrikito"):
+        if script.is_file() and os.access(script, os.X_OK):
+            return shlex.quote(str(script))
+    python = shlex.join([os.path.abspath(sys.executable), "-m", "fabrikito"])
+    return f"PYTHONPATH={shlex.quote(root)} {python}"
 
 
 def seat_prompt(team: Team, seat: Seat) -> str:

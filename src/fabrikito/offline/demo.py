@@ -1,14 +1,18 @@
 """``fabrikito demo``: the example team, offline, with real Claude Code seats.
 
-It needs no API key and no network once Claude Code is installed in
-``.tools/`` (``fabrikito.offline.seatkit.ensure_claude``, which the README's set-up
-runs).  In a directory of its own (``$TMPDIR/fabrikito-demo-<uid>`` unless
-``--dir`` says otherwise) it writes:
+It needs no API key and no network once Claude Code is installed: from a
+checkout in its ``.tools/`` (the README's set-up installs it there), from an
+installed fabrikito (pip, pipx, uv) in ``${XDG_CACHE_HOME:-~/.cache}/fabrikito/``,
+where the first run installs it with npm, showing its progress
+(:func:`fabrikito.offline.claude_setup.ensure_claude`).  The example team comes
+with the package (:func:`fabrikito.team.init.example_dir`; a checkout's
+``examples/`` links to it).  In a directory of its own
+(``$TMPDIR/fabrikito-demo-<uid>`` unless ``--dir`` says otherwise) it writes:
 
-* ``team.toml``: ``examples/team.toml`` with the tmux server
-  ``fabrikito-demo``, the agent set to the ``.tools`` Claude Code binary, and
+* ``team.toml``: the example's ``team.toml`` with the tmux server
+  ``fabrikito-demo``, the agent set to that Claude Code binary, and
   each seat's ``env`` pointing it at the stand-in model and an isolated HOME;
-* ``roles/common.md``: a copy of ``examples/roles/common.md``;
+* ``roles/common.md``: a copy of the example's shared prompt;
 * ``home/``: the seats' HOME (onboarding, the API key question and the trust
   prompt answered for their working directories ``work/<role>``);
 * ``standin.json``: the stand-in's script: ``api`` answers its kickoff with a
@@ -66,12 +70,6 @@ def demo_dir(arg: str | None) -> Path:
     return Path(tempfile.gettempdir()) / f"fabrikito-demo-{os.getuid()}"
 
 
-def examples_dir() -> Path:
-    from fabrikito.offline.claude_setup import repo_root
-
-    return repo_root() / "examples"
-
-
 def standin_script() -> dict[str, Any]:
     """What the stand-in model answers in the demo."""
     return {
@@ -107,7 +105,7 @@ def demo_team_text(example: Mapping[str, Any], *, binary: Path, home: Path, base
     from fabrikito.offline.claude_setup import seat_env
 
     lines = [
-        "# Written by `fabrikito demo` from examples/team.toml: offline seats, a stand-in model.",
+        "# Written by `fabrikito demo` from the example team: offline seats, a stand-in model.",
         f"name = {_toml(example.get('name', 'acme'))}",
         f"tmux_socket = {_toml(socket)}",
         f"agent = {_toml([str(binary)])}",
@@ -205,33 +203,31 @@ def _clean_environment() -> None:
 
     for name in stripped_names(os.environ):
         os.environ.pop(name, None)
-    for name in ("TEAM_ROLE", "FABRIKITO_TEAM"):
+    for name in ("TEAM_ROLE", "FABRIKITO_TEAM", "FABRIKITO"):
         os.environ.pop(name, None)
 
 
 def run(directory: Path, *, out: Callable[[str], None], socket: str = SOCKET) -> int:
-    import tomllib
-
     from fabrikito.base.tmux import Server
     from fabrikito.launch import lifecycle, seatfiles
     from fabrikito.offline import claude_setup
-    from fabrikito.team import teamfile
+    from fabrikito.team import init, teamfile
 
     if running_standin(directory) is not None or Server(socket_name=socket).alive():
         raise DemoError(
             f"a demo is already running (tmux server {socket}, {directory}): stop it first with "
             f"`fabrikito demo --stop{_dir_flag(directory)}`"
         )
-    examples = examples_dir()
     try:
-        example = tomllib.loads((examples / "team.toml").read_text(encoding="utf-8"))
-        common = (examples / "roles" / "common.md").read_text(encoding="utf-8")
+        example = init.example_team()
+        common = init.shared_prompt_text()
     except (OSError, ValueError) as exc:
         raise DemoError(
-            f"the demo needs examples/team.toml and examples/roles/common.md of a checkout: {exc}"
+            f"the example team in {init.example_dir()} cannot be read ({exc}): reinstall fabrikito"
         ) from None
-    out("Installing or finding Claude Code in .tools/ (offline once installed) ...")
-    binary = claude_setup.ensure_claude()
+    tools = claude_setup.demo_tools_dir()
+    out(f"Claude Code {claude_setup.CLAUDE_VERSION} for the demo: {tools} (offline once installed)")
+    binary = claude_setup.ensure_claude(tools_dir=tools, progress=out)
     _clean_environment()
     directory.mkdir(parents=True, exist_ok=True, mode=0o700)
     roles = [str(s["role"]) for s in example.get("seat", [])]

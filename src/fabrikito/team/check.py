@@ -168,7 +168,7 @@ def run(team: Team, *, is_root: bool | None = None, env: dict[str, str] | None =
             CheckWarning(
                 "no-shared-prompt",
                 f"the shared prompt {team.shared_prompt} does not exist: seats would start without the team's "
-                "rules. Create it (examples/roles/common.md is a start) or set shared_prompt.",
+                "rules. Create it (`fabrikito init` writes one) or set shared_prompt.",
             )
         )
     return Report(team=team, seats=seats, warnings=tuple(warnings))

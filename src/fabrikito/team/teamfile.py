@@ -182,8 +182,8 @@ def load(path: str | Path | None = None) -> Team:
         raw = team_path.read_bytes()
     except FileNotFoundError:
         raise TeamFileError(
-            f"{team_path}: no team file there. Pass --team FILE, or copy examples/team.toml "
-            "to team.toml in this directory and edit it."
+            f"{team_path}: no team file there. Pass --team FILE, or run `fabrikito init` to write a "
+            "starting team here and edit it."
         ) from None
     except OSError as exc:
         raise TeamFileError(
@@ -329,8 +329,8 @@ def _seat(raw: Mapping[str, Any], index: int, base: Path, bad: Any) -> Seat | No
         bad(where, "'env' must be a table of NAME = \"value\" strings")
         ok = False
         env = {}
-    elif "TEAM_ROLE" in env or "FABRIKITO_TEAM" in env:
-        bad(where, "'env' may not set TEAM_ROLE or FABRIKITO_TEAM: fabrikito sets them")
+    elif {"TEAM_ROLE", "FABRIKITO_TEAM", "FABRIKITO"} & set(env):
+        bad(where, "'env' may not set TEAM_ROLE, FABRIKITO_TEAM or FABRIKITO: fabrikito sets them")
         ok = False
     if not ok or not isinstance(session, str):
         return None
