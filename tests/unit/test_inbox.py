@@ -613,9 +613,10 @@ def _fields(entry: sessions.SessionEntry) -> dict[str, Any]:
 @pytest.fixture
 def cli_registry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Registry:
     reg = Registry(tmp_path / "claude")
-    for name in ("TEAM_ROLE", "CLAUDECODE", sessions.ENV_SOCKET, sessions.ENV_TOKEN):
+    for name in ("TEAM_ROLE", "FABRIKITO_TEAM", "CLAUDECODE", sessions.ENV_SOCKET, sessions.ENV_TOKEN):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(reg.root))
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))  # send's record of its last message
     monkeypatch.chdir(tmp_path)
     return reg
 
@@ -644,7 +645,7 @@ def test_cli_send_by_name(cli_registry: Registry, listener: Listener, capsys: py
     cli_registry.add("seat-a", socket_path=str(listener.path))
     assert cli.main(["send", "--to", "seat-a", 'say "hi"\\n ✓']) == 0
     (got,) = listener.wait()
-    assert protocol.decode(got)[-1] == protocol.UserLine('say "hi"\\n ✓')
+    assert protocol.decode(got)[-1] == protocol.UserLine('[from owner] say "hi"\\n ✓')
     out = capsys.readouterr().out
     assert out.startswith("written:")
     assert "not delivered" in out
@@ -653,7 +654,7 @@ def test_cli_send_by_name(cli_registry: Registry, listener: Listener, capsys: py
 def test_send_from_stdin(cli_registry: Registry, listener: Listener, monkeypatch: pytest.MonkeyPatch) -> None:
     cli_registry.add("seat-a", socket_path=str(listener.path))
     monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(b"line one\nline two\n")))
-    assert cli.main(["send", "--to", "seat-a", "--json"]) == 0
+    assert cli.main(["send", "--to", "seat-a", "--json", "--no-label"]) == 0
     (got,) = listener.wait()
     assert protocol.decode(got)[-1] == protocol.UserLine("line one\nline two")
 
@@ -694,12 +695,90 @@ def test_wait_idle_cli(cli_registry: Registry) -> None:
     assert cli.main(["wait-idle", "seat-x"]) == sessions.EXIT_NO_SUCH_SESSION
 
 
-def test_sender_of() -> None:
-    team = None
-    assert send.sender_of(team, {}) == "owner"
-    assert send.sender_of(team, {"TEAM_ROLE": "live-test"}) == "live-test"
-    assert send.sender_of(team, {"TEAM_ROLE": "em"}) == "?"
-    assert send.sender_of(team, {"CLAUDECODE": "1"}) == "?"
+def test_sender_without_a_team_follows_say_rules() -> None:
+    from fabrikito.delivery import identity
+
+    assert identity.sender_without_team(None) == "owner"
+    assert identity.sender_without_team("live-test") == "live-test"
+    assert identity.sender_without_team("api") == "api"
+    for bad in ("owner", "launcher", "Not A Role"):
+        with pytest.raises(identity.IdentityRefused):
+            identity.sender_without_team(bad)
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "15.5", "nan", "inf", "soon"])
+def test_send_timeout_out_of_range_is_a_usage_error(value: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        cli.main(["send", "--to", "uds:/nowhere", "--timeout", value, "hello"])
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert "--timeout" in err and "Traceback" not in err
+    if value not in ("soon",):
+        assert "at most 15 seconds" in err
+
+
+def test_send_timeout_at_the_line_limit_is_accepted() -> None:
+    assert send.post_timeout("15") == 15.0 and send.post_timeout("0.5") == 0.5
+
+
+def test_send_without_to_outside_a_hook_is_a_usage_error(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("CLAUDE_CODE_MESSAGING_SOCKET", raising=False)
+    assert cli.main(["send", "hello"]) == 2
+    assert "CLAUDE_CODE_MESSAGING_SOCKET" in capsys.readouterr().err
+
+
+def test_send_refuses_a_team_role_that_names_no_sender(
+    cli_registry: Registry, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cli_registry.add("seat-a", status="idle")
+    monkeypatch.setenv("TEAM_ROLE", "launcher")
+    assert cli.main(["send", "--to", "seat-a", "hello"]) == 2
+    err = capsys.readouterr().err
+    assert "TEAM_ROLE" in err and "Nothing was sent" in err
+
+
+def test_a_repeat_within_the_window_is_warned_about(tmp_path: Path) -> None:
+    from fabrikito.inbox import recent
+
+    env = {"HOME": str(tmp_path)}
+    assert recent.last_send("/tmp/s.sock", env) is None
+    assert recent.remember("/tmp/s.sock", "[from owner] hi", 1000.0, env) is None
+    last = recent.last_send("/tmp/s.sock", env)
+    assert last is not None and last.sent_at == 1000.0
+    path = recent.record_path("/tmp/s.sock", env)
+    assert path.parent == tmp_path / ".local" / "state" / "fabrikito" / "sent"
+    assert (path.stat().st_mode & 0o777, path.parent.stat().st_mode & 0o777) == (0o600, 0o700)
+    assert b"hi" not in path.read_bytes()  # only a digest of the text is kept
+    assert recent.repeat_warning(last, "[from owner] hi", 1001.5) is not None
+    assert recent.repeat_warning(last, "[from owner] hi again", 1001.5) is None
+    assert recent.repeat_warning(last, "[from owner] hi", 1000.0 + recent.DUPLICATE_WINDOW) is None
+    assert recent.last_send("/tmp/other.sock", env) is None
+
+
+def test_wait_idle_after_a_send_waits_for_the_turn_it_starts(cli_registry: Registry) -> None:
+    cli_registry.add("seat-a", status="idle")
+    path = cli_registry.sessions / f"{os.getpid()}.json"
+    entry = sessions.read_entry(path)
+    assert entry is not None
+    sent_at = time.time()
+    data = json.loads(path.read_text())
+    data["statusUpdatedAt"] = int((sent_at - 60) * 1000)  # idle since a minute before the send
+    path.write_text(json.dumps(data))
+    with pytest.raises(sessions.WaitTimeoutError, match="has not started the turn"):
+        client.wait_idle(entry, timeout=0.5, since=sent_at)
+    data.update(status="busy", statusUpdatedAt=int(sent_at * 1000) + 50)
+    path.write_text(json.dumps(data))
+    with pytest.raises(sessions.WaitTimeoutError, match="still busy"):
+        client.wait_idle(entry, timeout=0.5, since=sent_at)
+    data.update(status="idle", statusUpdatedAt=int(sent_at * 1000) + 900)
+    path.write_text(json.dumps(data))
+    assert client.wait_idle(entry, timeout=0.5, since=sent_at).status == "idle"
+    # no turn at all: idle is taken as it is once the bound after the send has passed
+    data["statusUpdatedAt"] = int((sent_at - 60) * 1000)
+    path.write_text(json.dumps(data))
+    assert client.wait_idle(entry, timeout=5, since=sent_at - client.TURN_START_BOUND).status == "idle"
 
 
 def test_send_to_role_is_logged(

@@ -26,11 +26,15 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from fabrikito.base import procs
 from fabrikito.base.errors import FabrikitoError
 from fabrikito.delivery.seatpane import PaneRow
 from fabrikito.team.teamfile import ROLE_RE, Team
+
+if TYPE_CHECKING:
+    from fabrikito.base.tmux import Server
 
 OWNER = "owner"
 LAUNCHER = "launcher"
@@ -142,3 +146,36 @@ def _role_of_pane(team: Team, pane: PaneRow) -> str:
             log_sender=UNKNOWN_SENDER,
         )
     return OWNER
+
+
+def sender_for(team: Team, server: Server, env_role: str | None) -> str:
+    """Who is speaking, by the rules above, for a command that needs no seat to be up (``send``'s label).
+
+    Unlike ``say``, the team's server not running is no refusal: nothing can
+    run inside one of its panes then, so the sender is ``TEAM_ROLE`` or ``owner``.
+    """
+    from fabrikito.base.errors import TmuxError
+    from fabrikito.delivery.seatpane import list_panes
+
+    if env_role:
+        return check_team_role(team, env_role, default_server=server.is_default)
+    if not os.path.exists(server.resolved_socket_path()):
+        return OWNER
+    try:
+        panes: list[PaneRow] | None = list_panes(server)
+    except TmuxError:
+        panes = None
+    return sender_from_ancestry(team, panes)
+
+
+def sender_without_team(env_role: str | None) -> str:
+    """Who is speaking when there is no team file: ``TEAM_ROLE`` (a role id or ``live-test``), else ``owner``."""
+    if not env_role:
+        return OWNER
+    if env_role in (OWNER, LAUNCHER) or not (ROLE_RE.match(env_role) or env_role == LIVE_TEST):
+        raise IdentityRefused(
+            f"TEAM_ROLE={env_role!r} is refused: it is not a role id (or '{env_role}' is fabrikito's own label). "
+            "Fix or unset it.",
+            log_sender=env_role,
+        )
+    return env_role

@@ -282,16 +282,30 @@ def send(
 # -- waiting for idle ------------------------------------------------------------------------
 
 
+#: After a send, how long ``wait-idle`` waits for the turn it starts before it takes ``idle`` as it is.
+TURN_START_BOUND = 10.0
+
+
 def wait_idle(
     entry: SessionEntry,
     *,
     timeout: float | None = None,
+    since: float | None = None,
+    turn_start_bound: float = TURN_START_BOUND,
     first_interval: float = 0.2,
     max_interval: float = 2.0,
     sleep: Callable[[float], None] = time.sleep,
     clock: Callable[[], float] = time.monotonic,
+    wall: Callable[[], float] = time.time,
 ) -> SessionEntry:
     """Wait until ``entry``'s registry status is ``idle``; return the entry as last read.
+
+    ``since`` (epoch seconds) is when a message was last written to the
+    session: then ``idle`` counts only once the session was seen busy, or its
+    status changed after ``since`` (``statusUpdatedAt``), or
+    ``turn_start_bound`` seconds after ``since`` passed with no turn begun (the
+    message may have been held, refused or dropped).  Without it, the registry
+    can still say ``idle`` from before the message.
 
     Polls the file's ``stat`` (size, mtime) and parses it only when it changed,
     starting at ``first_interval`` seconds and growing by half each quiet
@@ -303,6 +317,7 @@ def wait_idle(
     interval = first_interval
     last_sig: tuple[int, int] | None = None
     current = entry
+    seen_busy = False
     while True:
         try:
             st = os.stat(entry.path)
@@ -325,15 +340,27 @@ def wait_idle(
                 f"session {entry.name or '?'} (pid {entry.pid}) exited: process {liveness.value} "
                 f"(its registry file {entry.path} was left behind)"
             )
-        if current.status == "idle":
+        seen_busy = seen_busy or current.status != "idle"
+        if current.status == "idle" and (
+            since is None or seen_busy or turn_started_after(current, since) or wall() >= since + turn_start_bound
+        ):
             return current
         now = clock()
         if deadline is not None and now >= deadline:
             status = current.status or "?"
             if current.waiting_for:
                 status += f" ({current.waiting_for})"
+            if current.status == "idle":
+                status = "idle, but has not started the turn for the message sent to it"
             raise WaitTimeoutError(
                 f"session {entry.name or '?'} (pid {entry.pid}) is still {status} after {timeout:g} s"
             )
         pause = interval if deadline is None else max(0.0, min(interval, deadline - now))
+        if since is not None and not seen_busy:
+            pause = min(pause, first_interval)  # the turn about to start can be short: look often
         sleep(pause)
+
+
+def turn_started_after(entry: SessionEntry, since: float) -> bool:
+    """The registry records a status change after ``since`` (epoch seconds)."""
+    return entry.status_updated_at is not None and entry.status_updated_at >= since * 1000

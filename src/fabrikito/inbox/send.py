@@ -7,13 +7,24 @@ so this module imports nothing heavy at the top; the handlers import
 ``--to`` takes, in this order: a role of the current team (the team file's
 roster gives its session name), ``uds:/path``, or a session name.
 
-The message log: when the sender (``TEAM_ROLE``) or the target is a seat of
-the team, ``send`` appends one line to ``.state/<team>/messages.log``, before
-it prints anything about the outcome, in the format of the other lines.  The
-sender is ``TEAM_ROLE`` when that is a roster role or ``live-test``; ``?``
-when it is set to anything else, or unset inside a Claude Code session (a seat
-whose environment lost it cannot be told apart); ``owner`` otherwise (a shell,
-a script or a hook outside every seat, run for the owner).  The outcome is
+Without ``--to``, inside a Claude Code hook or Bash command, the target is
+``uds:$CLAUDE_CODE_MESSAGING_SOCKET``: the session that runs it.
+
+Who speaks is told by ``say``'s rules (:mod:`fabrikito.delivery.identity`):
+``TEAM_ROLE`` (a role of the team, or ``live-test``), else the seat whose pane
+this runs in, else ``owner``; a ``TEAM_ROLE`` that names no sender is a usage
+error and nothing is sent.  The text goes out as ``[from <sender>] <text>``
+unless ``--no-label``.
+
+The team: ``--team``, else ``$FABRIKITO_TEAM``, else ``./team.toml`` when there
+is one.  For a ``uds:`` target, a ``./team.toml`` that cannot be read, or whose
+seats do not include the receiver, is left out: it has nothing to do with
+this send.
+
+The message log: when the sender or the target is a seat of the team,
+``send`` appends one line to ``.state/<team>/messages.log``, before it prints
+anything about the outcome, in the format of the other lines (the text
+without its label; the sender field says who).  The outcome is
 ``sent`` when the message was written to the socket (in the inbox, not yet
 delivered: the same meaning as the hook's ``sent``) and ``NOT-SENT`` when it
 was not.
@@ -24,6 +35,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 from typing import TYPE_CHECKING, Any
 
 from fabrikito.base.errors import FabrikitoError
@@ -32,10 +44,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from fabrikito.inbox import client, sessions
-    from fabrikito.team.teamfile import Team
-
-LIVE_TEST_SENDER = "live-test"
-
+    from fabrikito.team.teamfile import Seat, Team
 
 # The exit codes are fabrikito.inbox.EXIT_*; the table is here so that building the
 # parser (on every command) does not import the inbox library.
@@ -43,7 +52,8 @@ EXIT_CODES_HELP = """\
 exit status:
   0   written to the session's inbox socket (in its inbox, not yet known to be delivered)
   1   other failure (send: written or not, the message log line could not be written)
-  2   usage: no message, an empty message, or text that is not valid Unicode
+  2   usage: no message, an empty message, text that is not valid Unicode, no --to outside a hook,
+      a --timeout out of range, or a TEAM_ROLE that names no sender
   3   no such session in the registry
   4   ambiguous: several live sessions match (candidates listed; add --cwd)
   5   stale: the matching registry files belong to processes that are gone
@@ -68,11 +78,44 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 def build_send(p: argparse.ArgumentParser) -> None:
     _common(p)
-    p.add_argument("--to", required=True, metavar="TARGET", help="a roster role, a session name, or uds:/socket/path")
+    p.add_argument(
+        "--to",
+        metavar="TARGET",
+        help="a roster role, a session name, or uds:/socket/path (inside a Claude Code hook or Bash command: "
+        "default $CLAUDE_CODE_MESSAGING_SOCKET, the session that runs it)",
+    )
     p.add_argument("--cwd", metavar="DIR", help="pick the session started in DIR when several share the name")
-    p.add_argument("--timeout", type=float, default=5.0, metavar="S", help="seconds for connect and write (default 5)")
+    p.add_argument(
+        "--timeout",
+        type=post_timeout,
+        default=5.0,
+        metavar="S",
+        help=f"seconds for connect and write, more than 0 and at most {RECEIVER_LINE_LIMIT:g} (default 5)",
+    )
+    p.add_argument("--no-label", action="store_true", help="send the text as it is, without the [from <sender>] label")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.add_argument("message", nargs="?", help="the message (default: read from stdin; '-' reads stdin too)")
+
+
+#: The receiver closes a connection that has not delivered a whole line within this many seconds
+#: (message-claude.md): a longer timeout could only end in a message dropped.
+RECEIVER_LINE_LIMIT = 15.0
+
+
+def post_timeout(value: str) -> float:
+    """``--timeout``: a number of seconds, more than 0 and at most :data:`RECEIVER_LINE_LIMIT`."""
+    import math
+
+    try:
+        seconds = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a number of seconds") from None
+    if not math.isfinite(seconds) or not 0 < seconds <= RECEIVER_LINE_LIMIT:
+        raise argparse.ArgumentTypeError(
+            f"{value} is out of range: give more than 0 and at most {RECEIVER_LINE_LIMIT:g} seconds (the receiver "
+            f"drops a connection that has not delivered a whole line within {RECEIVER_LINE_LIMIT:g} s)"
+        )
+    return seconds
 
 
 def build_sessions(p: argparse.ArgumentParser) -> None:
@@ -111,18 +154,6 @@ def _read_message(arg: str | None) -> str:
     return text.removesuffix("\n")
 
 
-def sender_of(team: Team | None, env: Mapping[str, str]) -> str:
-    """The log's sender field: a roster role or live-test, ``?``, or ``owner`` (see the module docstring)."""
-    role = env.get("TEAM_ROLE")
-    if role:
-        if role == LIVE_TEST_SENDER or (team is not None and team.seat(role) is not None):
-            return role
-        return "?"
-    if env.get("CLAUDECODE") or env.get("CLAUDE_CODE_MESSAGING_SOCKET"):
-        return "?"
-    return "owner"
-
-
 def _fmt_seconds(s: float) -> str:
     return f"{s * 1000:.1f} ms" if s < 1 else f"{s:.2f} s"
 
@@ -136,41 +167,61 @@ def _preview(text: str, width: int = 60) -> str:
 
 
 def cmd_send(args: argparse.Namespace) -> int:
-    from fabrikito.inbox import client, sessions
+    from fabrikito.base.errors import TeamFileError, UsageError
+    from fabrikito.inbox import client, recent, sessions
 
     env = os.environ
-    team = _load_team(args.team)
-    to: str = args.to
+    to: str | None = args.to
+    if to is None:
+        hook_socket = env.get(sessions.ENV_SOCKET)
+        if not hook_socket:
+            raise UsageError(
+                "no --to: give a roster role, a session name or uds:/socket/path (inside a Claude Code hook it "
+                f"defaults to ${sessions.ENV_SOCKET}, which is not set here)"
+            )
+        to = sessions.UDS_PREFIX + hook_socket
+    uds = to.startswith(sessions.UDS_PREFIX)
+    implicit = args.team is None and not env.get("FABRIKITO_TEAM")
+    try:
+        team = _load_team(args.team)
+    except TeamFileError:
+        if not (uds and implicit):
+            raise
+        team = None  # a team file here that cannot be read has nothing to say about a socket address
     name = to
-    recipient_role: str | None = None
-    receiver_mode: str | None = None
-    if team is not None:
-        seat = team.seat(to) if not to.startswith(sessions.UDS_PREFIX) else None
-        if seat is None and not to.startswith(sessions.UDS_PREFIX):
-            seat = team.seat_by_session(to)
-        if seat is not None:
-            name = seat.session
-            recipient_role = seat.role
-            receiver_mode = seat.effective_mode
-    sender = sender_of(team, env)
+    recipient: Seat | None = None
+    if team is not None and not uds:
+        recipient = team.seat(to) or team.seat_by_session(to)
+        if recipient is not None:
+            name = recipient.session
+    sender = "?"
     text: str | None = None
     target: sessions.Target | None = None
     try:
         text = _read_message(args.message)
         client.check_text(text)
+        if not (uds and implicit):
+            sender = _sender(team, env)
         target = sessions.resolve(name, args.cwd, env=env)
-        if team is not None and recipient_role is None and target.name is not None:
-            seat = team.seat_by_session(target.name)
-            if seat is not None:
-                recipient_role = seat.role
-                receiver_mode = seat.effective_mode
-        report = client.send(to, text, env=env, receiver_mode=receiver_mode, timeout=args.timeout, target=target)
-    except sessions.InboxError as exc:
+        if team is not None and recipient is None and target.name is not None:
+            recipient = team.seat_by_session(target.name)
+        if uds and implicit:
+            if recipient is None:
+                team = None  # ./team.toml, and the receiver is none of its seats: it has nothing to do with this send
+            sender = _sender(team, env)
+        sent_text = text if args.no_label else f"[from {sender}] {text}"
+        warning = recent.repeat_warning(recent.last_send(target.socket_path), sent_text, time.time())
+        if warning is not None:
+            print(f"fabrikito send: warning: {warning}", file=sys.stderr)
+        receiver_mode = recipient.effective_mode if recipient is not None else None
+        report = client.send(to, sent_text, env=env, receiver_mode=receiver_mode, timeout=args.timeout, target=target)
+    except FabrikitoError as exc:
         if text is not None:
-            _log(team, sender, recipient_role, to, text, sent=False, error=exc)
+            _log(team, sender, recipient, to, text, sent=False, error=exc)
         raise
-    logged = _log(team, sender, recipient_role, to, text, sent=True, error=None)
-    _print_report(report, text, as_json=args.json)
+    recent.remember(target.socket_path, sent_text, time.time())
+    logged = _log(team, sender, recipient, to, text, sent=True, error=None)
+    _print_report(report, sent_text, as_json=args.json)
     if logged is not None:
         print(
             f"fabrikito send: the message WAS written, but its line could not be added to {logged}: "
@@ -179,6 +230,20 @@ def cmd_send(args: argparse.Namespace) -> int:
         )
         return 1
     return 0
+
+
+def _sender(team: Team | None, env: Mapping[str, str]) -> str:
+    """Who is speaking, by ``say``'s rules (:mod:`fabrikito.delivery.identity`)."""
+    from fabrikito.base.errors import UsageError
+    from fabrikito.delivery import identity
+
+    role = env.get("TEAM_ROLE") or None
+    try:
+        if team is None:
+            return identity.sender_without_team(role)
+        return identity.sender_for(team, team.server(), role)
+    except identity.IdentityRefused as exc:
+        raise UsageError(f"{exc.message} Nothing was sent.") from None
 
 
 def _print_report(report: client.SendReport, text: str, *, as_json: bool) -> None:
@@ -200,7 +265,7 @@ def _print_report(report: client.SendReport, text: str, *, as_json: bool) -> Non
 def _log(
     team: Team | None,
     sender: str,
-    recipient_role: str | None,
+    recipient: Seat | None,
     to: str,
     text: str,
     *,
@@ -211,16 +276,16 @@ def _log(
     if team is None:
         return None
     sender_is_seat = team.seat(sender) is not None
-    if not sender_is_seat and recipient_role is None:
+    if not sender_is_seat and recipient is None:
         return None
-    recipient = recipient_role if recipient_role is not None else to
+    recipient_field = recipient.role if recipient is not None else to
     path = team.log_path
     try:
         from fabrikito.log import msglog
 
         outcome = msglog.Outcome.SENT if sent else msglog.Outcome.NOT_SENT
-        body = msglog.body_for(sender, recipient, text)
-        line = msglog.format_line(None, sender, recipient, outcome, body)
+        body = msglog.body_for(sender, recipient_field, text)
+        line = msglog.format_line(None, sender, recipient_field, outcome, body)
         msglog.append_checked(path, line)
     except (FabrikitoError, OSError) as exc:  # the record failing must not hide the outcome
         if error is not None:
@@ -270,7 +335,7 @@ def cmd_sessions(args: argparse.Namespace) -> int:
 
 
 def cmd_wait_idle(args: argparse.Namespace) -> int:
-    from fabrikito.inbox import client, sessions
+    from fabrikito.inbox import client, recent, sessions
 
     team = _load_team(args.team)
     name: str = args.name
@@ -279,6 +344,13 @@ def cmd_wait_idle(args: argparse.Namespace) -> int:
         if seat is not None:
             name = seat.session
     entry = sessions.find(name, args.cwd)
-    final = client.wait_idle(entry, timeout=args.timeout)
+    last = recent.last_send(entry.socket_path) if entry.socket_path else None
+    since = last.sent_at if last is not None else None
+    final = client.wait_idle(entry, timeout=args.timeout, since=since)
     print(f"{final.name or name} (pid {final.pid}) is idle")
+    if since is not None and not client.turn_started_after(final, since) and final.status_updated_at is not None:
+        print(
+            f"  (no turn began for the message sent to it {time.time() - since:.0f} s ago: it may have been held, "
+            "refused or dropped)"
+        )
     return 0

@@ -174,6 +174,7 @@ class SessionEntry:
     version: str | None
     updated_at: int | None
     liveness: Liveness
+    status_updated_at: int | None = None  # epoch ms of the last status change (``statusUpdatedAt``)
 
     @property
     def stale(self) -> bool:
@@ -261,6 +262,7 @@ def parse_entry(
     proc_start_s = str(proc_start) if isinstance(proc_start, str | int) and not isinstance(proc_start, bool) else None
     pid_domain = _str(data, "pidDomain")
     updated = data.get("updatedAt")
+    status_updated = data.get("statusUpdatedAt")
     mode = _str(data, "permissionMode") or _str(data, "permission_mode")
     liveness = (check or process_liveness)(pid, proc_start_s, pid_domain)
     return SessionEntry(
@@ -280,6 +282,9 @@ def parse_entry(
         version=_str(data, "version"),
         updated_at=updated if isinstance(updated, int) and not isinstance(updated, bool) else None,
         liveness=liveness,
+        status_updated_at=status_updated
+        if isinstance(status_updated, int) and not isinstance(status_updated, bool)
+        else None,
     )
 
 
