@@ -276,3 +276,150 @@ def test_wait_idle(seat_factory: SeatFactory, standin: StandIn, claude_home: Pat
     done = run_cli(claude_home, "wait-idle", "fab-wait", "--timeout", "30", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert time.monotonic() - t0 < 15
+
+
+# -- the label, the timeout, the hook's default target, an unrelated team file, repeats, wait-idle ----------
+
+
+def _arrived(standin: StandIn, seat: str, needle: str, since: int) -> list[str]:
+    return [r.last_user_text for r in standin.requests(seat)[since:] if r.is_messages and needle in r.last_user_text]
+
+
+def test_send_labels_the_sender_by_say_rules_and_no_label_sends_raw(
+    seat_factory: SeatFactory, standin: StandIn, claude_home: Path, tmp_path: Path
+) -> None:
+    seat_factory.start("l", session="fab-send-l")
+    text = f"labelled ({time.monotonic_ns()})"
+    since = standin.mark()
+    done = run_cli(claude_home, "send", "--to", "fab-send-l", text, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert f"[from owner] {text}" in standin.wait_for_request("l", text, 30, since=since).last_user_text
+    as_test = f"as live-test ({time.monotonic_ns()})"
+    done = run_cli(claude_home, "send", "--to", "fab-send-l", as_test, cwd=tmp_path, extra={"TEAM_ROLE": "live-test"})
+    assert done.returncode == 0, done.stderr
+    assert f"[from live-test] {as_test}" in standin.wait_for_request("l", as_test, 30, since=since).last_user_text
+    raw = f"raw ({time.monotonic_ns()})"
+    done = run_cli(claude_home, "send", "--to", "fab-send-l", "--no-label", raw, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    got = standin.wait_for_request("l", raw, 30, since=since).last_user_text
+    assert "[from" not in got.split(raw)[0].rsplit("\n", 1)[-1], got
+    refused = f"refused ({time.monotonic_ns()})"
+    done = run_cli(claude_home, "send", "--to", "fab-send-l", refused, cwd=tmp_path, extra={"TEAM_ROLE": "owner"})
+    assert done.returncode == 2 and "Nothing was sent" in done.stderr, done
+    assert _nothing_arrived(standin, "l", refused, since)
+
+
+def test_send_timeout_over_the_line_limit_is_a_usage_error(
+    seat_factory: SeatFactory, standin: StandIn, claude_home: Path, tmp_path: Path
+) -> None:
+    seat_factory.start("o", session="fab-send-o")
+    since = standin.mark()
+    for value in ("16", "0", "nan", "x"):
+        text = f"timeout {value} ({time.monotonic_ns()})"
+        done = run_cli(claude_home, "send", "--to", "fab-send-o", "--timeout", value, text, cwd=tmp_path)
+        assert done.returncode == 2, done
+        assert "--timeout" in done.stderr and "Traceback" not in done.stderr
+    assert _nothing_arrived(standin, "o", "timeout ", since)
+    ok = f"timeout 15 ({time.monotonic_ns()})"
+    assert run_cli(claude_home, "send", "--to", "fab-send-o", "--timeout", "15", ok, cwd=tmp_path).returncode == 0
+    standin.wait_for_request("o", ok, 30, since=since)
+
+
+def test_inside_a_session_send_defaults_to_that_session(
+    seat_factory: SeatFactory, standin: StandIn, claude_home: Path, tmp_path: Path
+) -> None:
+    seat_factory.start("h", session="fab-send-h", settings={"permissions": {"allow": ["Bash"]}})
+    back = f"from my own Bash ({time.monotonic_ns()})"
+    src = Path(__file__).resolve().parents[2] / "src"
+    out = tmp_path / "bash-send.out"
+    command = f"PYTHONPATH={src} {sys.executable} -m fabrikito send {back!r} >{out} 2>&1; echo rc=$? >>{out}"
+    trigger = f"run the send ({time.monotonic_ns()})"
+    standin.on(trigger, Reply(text="sending", tool="Bash", input={"command": command, "description": "send"}), seat="h")
+    since = standin.mark()
+    assert run_cli(claude_home, "send", "--to", "fab-send-h", trigger, cwd=tmp_path).returncode == 0
+    # The Bash command had no --to: it went to $CLAUDE_CODE_MESSAGING_SOCKET, this very session.
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and "rc=" not in (out.read_text() if out.exists() else ""):
+        time.sleep(0.2)
+    assert "rc=0" in out.read_text(), out.read_text() if out.exists() else "the Bash command did not run"
+    # It arrives between tool calls: in the body of a later request of the same turn, or as a new turn.
+    got = standin.wait_for_request("h", lambda r: back in json.dumps(r.body, ensure_ascii=False), 60, since=since)
+    assert f"[from owner] {back}" in json.dumps(got.body, ensure_ascii=False)
+
+
+def test_an_unrelated_team_file_here_never_breaks_a_uds_send(
+    seat_factory: SeatFactory, standin: StandIn, claude_home: Path, tmp_path: Path
+) -> None:
+    seat = seat_factory.start("x", session="fab-send-x")
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "team.toml").write_text("name = [not a team\n")
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "team.toml").write_text(
+        'name = "other"\ntmux_socket = "fab-none"\n[[seat]]\nrole = "em"\nsession = "o-em"\n'
+    )
+    (other / ".state").write_text("a file where the state folder would go\n")  # its log cannot be written
+    since = standin.mark()
+    for where in (broken, other):
+        text = f"uds from {where.name} ({time.monotonic_ns()})"
+        done = run_cli(claude_home, "send", "--to", f"uds:{seat.socket_path}", text, cwd=where)
+        assert done.returncode == 0, done.stderr
+        assert "[from owner] " + text in standin.wait_for_request("x", text, 30, since=since).last_user_text
+    # by name, the broken team file still counts: roles cannot be resolved without it
+    named = run_cli(claude_home, "send", "--to", "fab-send-x", "by name", cwd=broken)
+    assert named.returncode == 2 and "not valid TOML" in named.stderr
+
+
+def test_identical_text_again_is_warned_about(
+    seat_factory: SeatFactory, standin: StandIn, claude_home: Path, tmp_path: Path
+) -> None:
+    """Measured with 2.1.316: repeats 0.3 s to 60 s apart through the command, and two posts a few
+    milliseconds apart, all arrived; ``send`` still warns inside ``recent.DUPLICATE_WINDOW``."""
+    from fabrikito.inbox import client, recent
+
+    seat = seat_factory.start("r", session="fab-send-r")
+    text = f"the same text ({time.monotonic_ns()})"
+    since = standin.mark()
+    first = run_cli(claude_home, "send", "--to", "fab-send-r", text, cwd=tmp_path)
+    assert first.returncode == 0 and "warning" not in first.stderr, first.stderr
+    again = run_cli(claude_home, "send", "--to", "fab-send-r", text, cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    assert "same text went to this session" in again.stderr and "may drop" in again.stderr
+    other = run_cli(claude_home, "send", "--to", "fab-send-r", text + " (changed)", cwd=tmp_path)
+    assert "warning" not in other.stderr
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and sum(t.count(text) for t in _arrived(standin, "r", text, since)) < 3:
+        time.sleep(0.2)
+    assert sum(t.count(text) for t in _arrived(standin, "r", text, since)) == 3  # both repeats arrived
+    # Two posts milliseconds apart, below what two commands can do.
+    burst = f"[from owner] burst ({time.monotonic_ns()})"
+    payload = client.build_payload(burst, None)
+    since = standin.mark()
+    client.post(seat.socket_path, payload)
+    client.post(seat.socket_path, payload)
+    time.sleep(8)
+    arrived = sum(t.count(burst) for t in _arrived(standin, "r", burst, since))
+    print(f"two identical posts milliseconds apart: {arrived} arrived")
+    assert arrived in (1, 2)
+    assert recent.DUPLICATE_WINDOW > 0
+
+
+def test_wait_idle_right_after_send_waits_for_the_turn_it_started(
+    seat_factory: SeatFactory, standin: StandIn, claude_home: Path, tmp_path: Path
+) -> None:
+    seat_factory.start("i", session="fab-send-i")
+    assert run_cli(claude_home, "wait-idle", "fab-send-i", "--timeout", "10", cwd=tmp_path).returncode == 0
+    text = f"slow answer please ({time.monotonic_ns()})"
+    answer = f"answered after a while ({time.monotonic_ns()})"
+    standin.on(text, Reply(text=answer, delay=3.0), seat="i")
+    since = standin.mark()
+    sent = run_cli(claude_home, "send", "--to", "fab-send-i", text, cwd=tmp_path)
+    assert sent.returncode == 0, sent.stderr
+    waited = run_cli(claude_home, "wait-idle", "fab-send-i", "--timeout", "40", cwd=tmp_path)
+    assert waited.returncode == 0, waited.stderr
+    # It returned only once the turn the message started was over: the request was made and answered.
+    assert standin.requests("i")[since:], "wait-idle returned before the message started a turn"
+    (entry,) = [e for e in sessions.list_sessions({"HOME": str(claude_home)}) if e.name == "fab-send-i"]
+    assert entry.status == "idle" and entry.status_updated_at is not None
+    assert "no turn began" not in waited.stdout
