@@ -374,8 +374,8 @@ def test_an_unrelated_team_file_here_never_breaks_a_uds_send(
 def test_identical_text_again_is_warned_about(
     seat_factory: SeatFactory, standin: StandIn, claude_home: Path, tmp_path: Path
 ) -> None:
-    """Measured with 2.1.316: repeats 0.3 s to 60 s apart through the command, and two posts a few
-    milliseconds apart, all arrived; ``send`` still warns inside ``recent.DUPLICATE_WINDOW``."""
+    """Measured with 2.1.316: repeats 0.3 s to 60 s apart through the command arrive; of two posts a few
+    milliseconds apart one arrives.  ``send`` warns inside ``recent.DUPLICATE_WINDOW``."""
     from fabrikito.inbox import client, recent
 
     seat = seat_factory.start("r", session="fab-send-r")
@@ -400,8 +400,7 @@ def test_identical_text_again_is_warned_about(
     client.post(seat.socket_path, payload)
     time.sleep(8)
     arrived = sum(t.count(burst) for t in _arrived(standin, "r", burst, since))
-    print(f"two identical posts milliseconds apart: {arrived} arrived")
-    assert arrived in (1, 2)
+    assert arrived == 1  # the receiver's duplicate window, as measured: the second post was dropped
     assert recent.DUPLICATE_WINDOW > 0
 
 
