@@ -207,10 +207,10 @@ def test_too_large_refused_before_connecting(
     done = run_cli(claude_home, "send", "--to", "fab-big", "-", cwd=tmp_path, stdin="c" * 1_000_001)
     assert done.returncode == sessions.EXIT_TOO_LARGE
     assert _nothing_arrived(standin, "big", "c" * 1000, since, wait=2.0)
-    # Exactly at the limit: sent, and Claude Code takes it.
+    # Exactly at the limit (the label counts, so without it): sent, and Claude Code takes it.
     marker = f"limit ({time.monotonic_ns()}) "
     at_limit = marker + "d" * (1_000_000 - len(marker))
-    done = run_cli(claude_home, "send", "--to", "fab-big", "-", cwd=tmp_path, stdin=at_limit)
+    done = run_cli(claude_home, "send", "--to", "fab-big", "--no-label", "-", cwd=tmp_path, stdin=at_limit)
     assert done.returncode == 0, done.stderr
     standin.wait_for_request("big", marker, 60, since=since)
 
