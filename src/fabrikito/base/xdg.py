@@ -24,3 +24,8 @@ def config_home(env: Mapping[str, str] | None = None) -> Path:
 def cache_home(env: Mapping[str, str] | None = None) -> Path:
     """``$XDG_CACHE_HOME/fabrikito`` (default ``~/.cache/fabrikito``)."""
     return _base(env, "XDG_CACHE_HOME", ".cache") / "fabrikito"
+
+
+def state_home(env: Mapping[str, str] | None = None) -> Path:
+    """``$XDG_STATE_HOME/fabrikito`` (default ``~/.local/state/fabrikito``)."""
+    return _base(env, "XDG_STATE_HOME", os.path.join(".local", "state")) / "fabrikito"

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,11 +41,9 @@ class LastSend:
 
 
 def state_dir(env: Mapping[str, str] | None = None) -> Path:
-    env = os.environ if env is None else env
-    base = env.get("XDG_STATE_HOME") or ""
-    if not os.path.isabs(base):  # the XDG rule: a relative value is ignored
-        base = os.path.join(env.get("HOME") or os.path.expanduser("~"), ".local", "state")
-    return Path(base) / "fabrikito" / "sent"
+    from fabrikito.base import xdg
+
+    return xdg.state_home(env) / "sent"
 
 
 def record_path(socket_path: str, env: Mapping[str, str] | None = None) -> Path:
