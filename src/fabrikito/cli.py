@@ -1,34 +1,72 @@
 """The command line: a thin layer over the modules, and the one error boundary.
 
-Each subcommand has a builder (its arguments) and a handler, named by module
-path and imported only once the command line is parsed, so ``say`` and the
-hook do not pay for what they do not use.  :func:`main` turns a
+Each subcommand is one entry of :data:`COMMANDS`: its name, its one-line help,
+its builder (its arguments) and its handler.  Only the command being run has
+its arguments built and its handler imported, so ``say``, ``send`` and
+``status`` do not pay for the others; ``fabrikito --help`` lists the commands
+from the table without building any of them.  :func:`main` turns a
 :class:`~fabrikito.base.errors.FabrikitoError` into a message on stderr and its
 exit code; a traceback is shown only with ``FABRIKITO_DEBUG=1``.
+
+Start-up is kept small on purpose (docs/benchmarks.md): no dataclasses here
+(they import ``inspect``), and help is laid out without ``shutil``.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import os
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
 from fabrikito.base.errors import FabrikitoError
-from fabrikito.inbox.send import build_send, build_sessions, build_wait_idle
-from fabrikito.qualify.command import build_qualify
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy knows the name)
+if TYPE_CHECKING:
+    from typing import Any
 
 Builder = Callable[[argparse.ArgumentParser], None]
 
 
-@dataclass(frozen=True, slots=True)
 class Command:
-    name: str
-    help: str
-    handler: str  # "module:function", imported after parsing
-    build: Builder
+    """One subcommand.  ``build`` is a function or ``"module:function"``, ``handler`` is
+    ``"module:function"``; a named one is imported only when its command runs."""
+
+    __slots__ = ("build", "handler", "help", "name")
+
+    def __init__(self, name: str, help: str, handler: str, build: Builder | str) -> None:
+        self.name = name
+        self.help = help
+        self.handler = handler
+        self.build = build
+
+
+class HelpFormatter(argparse.HelpFormatter):
+    """argparse's layout, with two changes: the width is found without importing
+    ``shutil`` (as ``shutil.get_terminal_size`` finds it), and a description or
+    epilog of several lines (a table of exit codes) is printed as written; one of
+    a single line is wrapped as usual."""
+
+    def __init__(self, prog: str, indent_increment: int = 2, max_help_position: int = 24, width: int | None = None):
+        super().__init__(prog, indent_increment, max_help_position, width or _columns() - 2)
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        if "\n" in text.strip("\n"):
+            return "".join(indent + line for line in text.splitlines(keepends=True))
+        return super()._fill_text(text, width, indent)
+
+
+def _columns() -> int:
+    try:
+        columns = int(os.environ.get("COLUMNS", "0"))
+    except ValueError:
+        columns = 0
+    if columns <= 0:
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns if sys.__stdout__ else 0
+        except (AttributeError, ValueError, OSError):
+            columns = 0
+    return columns or 80
 
 
 def _team_arg(p: argparse.ArgumentParser) -> None:
@@ -129,18 +167,23 @@ COMMANDS: tuple[Command, ...] = (
         "fabrikito.log.logview:cmd_log",
         _build_log,
     ),
-    Command("send", "post a message into a Claude Code session's inbox", "fabrikito.inbox.send:cmd_send", build_send),
+    Command(
+        "send",
+        "post a message into a Claude Code session's inbox",
+        "fabrikito.inbox.send:cmd_send",
+        "fabrikito.inbox.send:build_send",
+    ),
     Command(
         "sessions",
         "list the live Claude Code sessions in the registry",
         "fabrikito.inbox.send:cmd_sessions",
-        build_sessions,
+        "fabrikito.inbox.send:build_sessions",
     ),
     Command(
         "wait-idle",
         "wait until a Claude Code session is idle (or exits)",
         "fabrikito.inbox.send:cmd_wait_idle",
-        build_wait_idle,
+        "fabrikito.inbox.send:build_wait_idle",
     ),
     Command("up", "start the team's seats and give each its kickoff", "fabrikito.commands:cmd_up", _build_up),
     Command(
@@ -151,7 +194,7 @@ COMMANDS: tuple[Command, ...] = (
         "qualify",
         "check your Claude Code release offline against what fabrikito reads, and accept it when it passes",
         "fabrikito.qualify.command:cmd_qualify",
-        build_qualify,
+        "fabrikito.qualify.command:build_qualify",
     ),
     Command(
         "init",
@@ -168,22 +211,47 @@ COMMANDS: tuple[Command, ...] = (
 )
 
 
-def build_parser(commands: Sequence[Command] = COMMANDS) -> argparse.ArgumentParser:
+def build_parser(argv: Sequence[str] = (), commands: Sequence[Command] = COMMANDS) -> argparse.ArgumentParser:
+    """The parser for ``argv``: every command is listed, and only the one ``argv``
+    names (if any) has its arguments built."""
     parser = argparse.ArgumentParser(
         prog="fabrikito",
         description="Run a team of Claude Code seats in tmux and carry messages between them.",
+        formatter_class=HelpFormatter,
     )
     parser.add_argument("--version", action="store_true", help="print the version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    chosen = _command_name(argv)
     for command in commands:
-        p = sub.add_parser(command.name, help=command.help, description=command.help)
-        command.build(p)
-        p.set_defaults(_handler=command.handler)
+        p = sub.add_parser(command.name, help=command.help, description=command.help, formatter_class=HelpFormatter)
+        if command.name == chosen:
+            build = _resolve(command.build) if isinstance(command.build, str) else command.build
+            build(p)
+            p.set_defaults(_handler=command.handler)
     return parser
 
 
+def _command_name(argv: Sequence[str]) -> str | None:
+    """The command ``argv`` names: its first word that is not an option (the
+    options before a command, ``--help`` and ``--version``, take no value)."""
+    for arg in argv:
+        if not arg.startswith("-"):
+            return arg
+    return None
+
+
+def _resolve(path: str) -> Callable[..., Any]:
+    """``"module:function"``, imported now."""
+    import importlib
+
+    module_name, _, func_name = path.partition(":")
+    return getattr(importlib.import_module(module_name), func_name)  # type: ignore[no-any-return]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    if argv is None:
+        argv = sys.argv[1:]
+    parser = build_parser(argv)
     args = parser.parse_args(argv)
     if args.version:
         from fabrikito import __version__
@@ -194,10 +262,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if handler_path is None:
         parser.print_help(sys.stderr)
         return 2
-    module_name, _, func_name = handler_path.partition(":")
     try:
-        handler = getattr(importlib.import_module(module_name), func_name)
-        code = handler(args)
+        code = _resolve(handler_path)(args)
         return int(code)
     except FabrikitoError as exc:
         if os.environ.get("FABRIKITO_DEBUG") == "1":

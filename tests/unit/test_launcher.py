@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import ast
 import dataclasses
 import json
@@ -274,12 +275,14 @@ def test_unknown_role_is_a_usage_error(tmp_path: Path) -> None:
 def test_cli_registers_up_down_status_demo() -> None:
     from fabrikito.cli import build_parser
 
-    parser = build_parser()
-    args = parser.parse_args(["up", "--team", "t.toml", "em", "api"])
+    def parse(*argv: str) -> argparse.Namespace:
+        return build_parser(argv).parse_args(argv)
+
+    args = parse("up", "--team", "t.toml", "em", "api")
     assert args.roles == ["em", "api"] and args._handler == "fabrikito.commands:cmd_up"
-    assert parser.parse_args(["down"])._handler == "fabrikito.commands:cmd_down"
-    assert parser.parse_args(["status", "--json"]).json is True
-    assert parser.parse_args(["demo", "--stop"]).stop is True
+    assert parse("down")._handler == "fabrikito.commands:cmd_down"
+    assert parse("status", "--json").json is True
+    assert parse("demo", "--stop").stop is True
 
 
 def test_up_refuses_an_invalid_team_file_before_tmux(tmp_path: Path) -> None:

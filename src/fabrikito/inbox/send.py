@@ -69,7 +69,6 @@ def _epilog() -> str:
 
 
 def _common(p: argparse.ArgumentParser) -> None:
-    p.formatter_class = argparse.RawDescriptionHelpFormatter
     p.epilog = _epilog()
     p.add_argument(
         "--team", metavar="FILE", help="the team file, for roles and the message log (default: ./team.toml if present)"
