@@ -212,8 +212,9 @@ COMMANDS: tuple[Command, ...] = (
 
 
 def build_parser(argv: Sequence[str] = (), commands: Sequence[Command] = COMMANDS) -> argparse.ArgumentParser:
-    """The parser for ``argv``: every command is listed, and only the one ``argv``
-    names (if any) has its arguments built."""
+    """The parser for ``argv``: only the command ``argv`` names, with its arguments;
+    every command, none built, when it names none or one that does not exist."""
+    _untranslated()
     parser = argparse.ArgumentParser(
         prog="fabrikito",
         description="Run a team of Claude Code seats in tmux and carry messages between them.",
@@ -222,13 +223,32 @@ def build_parser(argv: Sequence[str] = (), commands: Sequence[Command] = COMMAND
     parser.add_argument("--version", action="store_true", help="print the version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     chosen = _command_name(argv)
-    for command in commands:
+    known = [command for command in commands if command.name == chosen]
+    for command in known or commands:  # the list (--help, an unknown command) or the one being run
         p = sub.add_parser(command.name, help=command.help, description=command.help, formatter_class=HelpFormatter)
         if command.name == chosen:
             build = _resolve(command.build) if isinstance(command.build, str) else command.build
             build(p)
             p.set_defaults(_handler=command.handler)
     return parser
+
+
+def _untranslated() -> None:
+    """Spare argparse's gettext lookups when this Python has no translations.
+
+    argparse passes each of its own words through ``gettext``, which imports
+    ``locale`` and looks for a catalogue on disk every time (about 2 ms for one
+    parser).  With no ``share/locale`` under the interpreter's prefix there is
+    none to find and every word comes back as it went in; so then it is skipped.
+    """
+    if getattr(argparse, "_", None) is not _same and not os.path.isdir(
+        os.path.join(sys.base_prefix, "share", "locale")
+    ):
+        argparse._ = _same  # type: ignore[attr-defined]
+
+
+def _same(text: str) -> str:
+    return text
 
 
 def _command_name(argv: Sequence[str]) -> str | None:
