@@ -26,7 +26,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from fabrikito import cli
-from fabrikito.base import procs
+from fabrikito.base import procs, values
 from fabrikito.inbox import client, protocol, send, sessions
 
 RECORDED = Path("/work/shared/claude-code-2.1.316")
@@ -598,13 +598,9 @@ def test_wait_idle_session_exits(registry: Registry) -> None:
 def test_wait_idle_process_gone(registry: Registry) -> None:
     registry.add("seat-a", status="busy")
     (entry,) = registry.entries()
-    gone = sessions.SessionEntry(**{**_fields(entry), "pid": _dead_pid()})
+    gone = values.replace(entry, pid=_dead_pid())
     with pytest.raises(sessions.SessionExitedError, match="left behind"):
         client.wait_idle(gone, timeout=5)
-
-
-def _fields(entry: sessions.SessionEntry) -> dict[str, Any]:
-    return {name: getattr(entry, name) for name in sessions.SessionEntry.__slots__}
 
 
 # -- the commands ------------------------------------------------------------------------------

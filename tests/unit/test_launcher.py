@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import ast
-import dataclasses
 import json
 import os
 import shlex
@@ -15,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from fabrikito.base import values
 from fabrikito.base.errors import UsageError
 from fabrikito.launch import lifecycle, seatfiles
 from fabrikito.team import teamfile
@@ -305,7 +305,7 @@ def test_up_refuses_before_any_tmux_call_when_the_agent_is_not_found(tmp_path: P
     from fabrikito.base.tmux import Server
 
     team = make_team(tmp_path)
-    team = dataclasses.replace(team, agent=("no-such-agent-for-fabrikito",))
+    team = values.replace(team, agent=("no-such-agent-for-fabrikito",))
     server = Server(socket_name="fab-never-started")
     with pytest.raises(UsageError, match="'no-such-agent-for-fabrikito' of team acme is not found on PATH"):
         lifecycle.up(team, out=lambda line: None, server=server)

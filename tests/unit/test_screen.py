@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from fabrikito.base.values import replace
 from fabrikito.screen import (
     PLACEHOLDER_RE,
     BoxReading,
@@ -508,7 +509,7 @@ def _lines(capture: Capture) -> list[str]:
 
 
 def _with_lines(capture: Capture, lines: list[str], **kw: object) -> PaneSnapshot:
-    return replace(capture.snapshot, ansi="\n".join(lines) + "\n", **kw)  # type: ignore[arg-type]
+    return replace(capture.snapshot, ansi="\n".join(lines) + "\n", **kw)
 
 
 def _prompt_row(capture: Capture) -> int:

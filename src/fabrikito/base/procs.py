@@ -12,8 +12,9 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+from fabrikito.base.values import frozen
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -29,7 +30,7 @@ class ProcessUnreadable(Exception):
     """The process exists but its details cannot be read."""
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class ProcInfo:
     pid: int
     ppid: int

@@ -14,15 +14,15 @@ from __future__ import annotations
 import os
 import subprocess
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 
 from fabrikito.base.errors import TmuxError
+from fabrikito.base.values import frozen
 
 DEFAULT_TIMEOUT = 5.0
 DEFAULT_SOCKET_NAME = "default"
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Server:
     """A tmux server, named by socket name (``-L``) or socket path (``-S``)."""
 

@@ -19,12 +19,12 @@ import json
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from fabrikito.base import statedir
 from fabrikito.base.errors import FabrikitoError, StateFileError, TmuxError
 from fabrikito.base.tmux import Server
+from fabrikito.base.values import frozen
 from fabrikito.delivery import refusals, say
 from fabrikito.log import msglog
 from fabrikito.screen import ScreenState, Verdict
@@ -35,7 +35,7 @@ EXIT_FLUSHED = 0
 EXIT_NOT_FLUSHED = 3
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class FlushResult:
     outcome: msglog.Outcome
     reason: str

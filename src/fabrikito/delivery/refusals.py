@@ -18,13 +18,13 @@ import hashlib
 import json
 import os
 import time
-from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 from fabrikito.base import statedir
 from fabrikito.base.errors import StateFileError
+from fabrikito.base.values import frozen
 from fabrikito.log.msglog import escape_field, local_time
 
 KEPT_TEXTS = 8
@@ -38,7 +38,7 @@ class RefusalClass(StrEnum):
     BOX_TEXT_REPEAT = "box-text-repeat"
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Notice:
     role: str
     count: int

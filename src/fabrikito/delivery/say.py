@@ -39,7 +39,6 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 from types import FrameType
@@ -47,6 +46,7 @@ from types import FrameType
 from fabrikito.base import statedir
 from fabrikito.base.errors import FabrikitoError, StateFileError, TmuxError
 from fabrikito.base.tmux import Server
+from fabrikito.base.values import frozen
 from fabrikito.delivery import refusals, seatpane
 from fabrikito.delivery.identity import UNKNOWN_SENDER
 from fabrikito.log import msglog
@@ -74,7 +74,7 @@ class Result(StrEnum):
     TYPED = "typed, not submitted"  # text is in the box, no Enter (or the Enter did not land)
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Delivery:
     role: str
     result: Result
@@ -150,7 +150,7 @@ def no_trace(line: str) -> None:
     pass
 
 
-@dataclass(slots=True)
+@frozen
 class _Pane:
     server: Server
     pane_id: str
@@ -233,7 +233,7 @@ def _signals_unwind() -> Iterator[None]:
 # -- the delivery engine --------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Context:
     team: Team
     server: Server

@@ -12,13 +12,13 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from fabrikito.base import procs
 from fabrikito.base.errors import TmuxError
 from fabrikito.base.tmux import Server
+from fabrikito.base.values import frozen
 from fabrikito.screen import PaneSnapshot
 
 LIST_FIELDS = ("pane_id", "pane_pid", "session_name", "pane_dead", "pid", "window_id")
@@ -41,7 +41,7 @@ MAX_WALK = 64  # processes looked at under a pane, nearest first
 SEP = "\x1f"
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class PaneRow:
     pane_id: str
     pane_pid: int
@@ -51,7 +51,7 @@ class PaneRow:
     window_id: str
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Agent:
     """The agent running in the foreground of a pane's terminal."""
 
@@ -62,7 +62,7 @@ class Agent:
     exe: str | None = None  # the program it runs (/proc/<pid>/exe), for a local qualification's fingerprint
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Look:
     """One look at a pane: its tmux state and its screen, taken in one tmux call."""
 

@@ -12,11 +12,11 @@ import os
 import socket
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from fabrikito.base.values import frozen
 from fabrikito.inbox import protocol
 from fabrikito.inbox.sessions import (
     ENV_SOCKET,
@@ -46,7 +46,7 @@ class TokenKind(StrEnum):
     NONE = "none"
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Token:
     kind: TokenKind
     value: str | None
@@ -126,7 +126,7 @@ def build_payload(text: str, token: str | None) -> bytes:
     return protocol.encode(text, token)
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class PostResult:
     socket_path: str
     bytes_written: int
@@ -230,7 +230,7 @@ def receiver_fate(token: Token, receiver_mode: str | None) -> list[str]:
     return lines
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class SendReport:
     target: Target
     token: Token

@@ -39,8 +39,9 @@ Text rules, decided here (``docs/decisions.md``):
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 from typing import Any
+
+from fabrikito.base.values import field, frozen
 
 MAX_SERIALIZED_CHARS = 1_000_000
 """The most UTF-16 code units the JSON-escaped text may take (see the module docstring)."""
@@ -76,14 +77,14 @@ class TooLargeError(ProtocolError):
         self.limit = limit
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class AuthLine:
     """``{"type":"auth","token":...}``."""
 
     token: str
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class UserLine:
     """``{"type":"user","message":{"role":"user","content":...}}`` and the optional peer fields."""
 

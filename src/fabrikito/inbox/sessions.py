@@ -54,13 +54,13 @@ import json
 import os
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 from fabrikito.base.errors import FabrikitoError, UsageError
 from fabrikito.base.procs import config_dir
+from fabrikito.base.values import frozen
 
 POST_TIMEOUT = 5.0
 """Seconds for connect + write together: well inside the receiver's 15."""
@@ -154,7 +154,7 @@ class Liveness(StrEnum):
         return self in (Liveness.DEAD, Liveness.REUSED)
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class SessionEntry:
     """One registry file ``<config-dir>/sessions/<pid>.json``, and what was found of its process."""
 
@@ -476,7 +476,7 @@ def entry_for_socket(socket_path: str, entries: Iterable[SessionEntry]) -> Sessi
     return found[0] if len(found) == 1 else None
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Target:
     """Where a message goes: the address as given, the socket, and the registry entry when known."""
 

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from fabrikito.base import procs, statedir
 from fabrikito.base.errors import FabrikitoError, TmuxError, UsageError
 from fabrikito.base.tmux import Server
+from fabrikito.base.values import frozen
 from fabrikito.delivery import seatpane
 from fabrikito.launch.seatfiles import (
     LAUNCHER,
@@ -62,14 +63,14 @@ class Step(StrEnum):
     FAILED = "failed"
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class SeatResult:
     role: str
     step: Step
     detail: str = ""
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class UpResult:
     seats: tuple[SeatResult, ...]
 

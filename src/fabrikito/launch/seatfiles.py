@@ -43,12 +43,12 @@ from __future__ import annotations
 import json
 import os
 import shlex
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from fabrikito.base import statedir
 from fabrikito.base.errors import FabrikitoError
+from fabrikito.base.values import frozen
 from fabrikito.team.teamfile import Seat, Team
 
 LAUNCHER = "launcher"
@@ -235,7 +235,7 @@ def write_seat_files(team: Team, seat: Seat) -> None:
 # -- the launch record ------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class LaunchRecord:
     pane: str
     pid: int

@@ -29,13 +29,13 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 from fabrikito.base.errors import TmuxError
 from fabrikito.base.tmux import Server
+from fabrikito.base.values import frozen
 from fabrikito.delivery import seatpane
 from fabrikito.log import msglog
 from fabrikito.screen import BoxReading, ScreenState, recogniser_for
@@ -80,7 +80,7 @@ class SeatState(StrEnum):
     UNKNOWN = "unknown"
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class SeatStatus:
     role: str
     session: str
@@ -95,14 +95,14 @@ class SeatStatus:
     qualified: bool | None = None  # whether fabrikito recognises that release (None: no agent)
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Notice:
     role: str
     count: int
     last: float
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Status:
     team: Team
     seats: tuple[SeatStatus, ...]

@@ -20,11 +20,11 @@ import re
 import sys
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from fabrikito.base.errors import UsageError
+from fabrikito.base.values import frozen
 from fabrikito.log import msglog
 from fabrikito.log.msglog import Foreign, Outcome, Record
 
@@ -40,7 +40,7 @@ _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 _SHOW_AS_HEX = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\udc80-\udcff]")
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Filters:
     senders: frozenset[str] = frozenset()
     recipients: frozenset[str] = frozenset()

@@ -9,9 +9,10 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
 from typing import Any, Literal
 from urllib.parse import urlsplit
+
+from fabrikito.base.values import field, frozen
 
 PING_INTERVAL = 0.5
 SEAT_PREFIX = "/seat/"
@@ -24,7 +25,7 @@ class StandInTimeoutError(AssertionError):
     """A wait on the stand-in ran out; the message lists what did arrive."""
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Reply:
     """One model reply: text, a tool call (with optional text before it), or both, maybe slow."""
 
@@ -46,7 +47,7 @@ class Reply:
         )
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Rule:
     """Answer ``reply`` to a request from ``seat`` (any when ``None``) whose text matches."""
 
@@ -80,7 +81,7 @@ class Rule:
         )
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class ToolResult:
     """A tool result Claude Code sent back, joined with the call it answers (when the call was ours)."""
 
@@ -96,7 +97,7 @@ class ToolResult:
         return json.loads(self.content)
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Request:
     """One request as it arrived."""
 

@@ -28,13 +28,14 @@ import socket
 import stat
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
 from fabrikito.base import procs
 from fabrikito.base.errors import FabrikitoError, TmuxError
 from fabrikito.base.tmux import Server
+from fabrikito.base.values import frozen, replace
 from fabrikito.offline.claude_setup import (
     API_KEY,
     CLAUDE_VERSION,
@@ -81,7 +82,7 @@ def wait_until(
 # -- seats -------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Seat:
     """A running Claude Code seat in a tmux pane."""
 

@@ -107,11 +107,11 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import urlsplit
 
+from fabrikito.base.values import replace
 from fabrikito.offline.replies import (
     PING_INTERVAL,
     SEAT_PREFIX,

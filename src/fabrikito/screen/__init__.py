@@ -15,9 +15,10 @@ but a recognised box.  See ``docs/screen-recognition.md``.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from enum import StrEnum
 from typing import Literal, Protocol
+
+from fabrikito.base.values import frozen
 
 Renderer = Literal["inline", "fullscreen"]
 
@@ -35,7 +36,7 @@ class ScreenState(StrEnum):
     NOT_RECOGNISED = "not-recognised"  # anything else
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class PaneSnapshot:
     """One look at a pane: its screen with escapes and the state tmux reported with it."""
 
@@ -48,7 +49,7 @@ class PaneSnapshot:
     cursor_y: int  # cursor_y
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class BoxReading:
     """What a recogniser made of one snapshot.
 
@@ -75,7 +76,7 @@ class BoxReading:
         return self.state is ScreenState.READY
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Verdict:
     """The answer of a check: ``ok``, or not and why."""
 

@@ -15,7 +15,8 @@ the text is dropped.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field, replace
+
+from fabrikito.base.values import field, frozen, replace
 
 # A colour is a 256-colour palette index (the 16 basic colours are 0-15) or a
 # 24-bit ``(r, g, b)`` triple.  ``None`` is the terminal's default colour.
@@ -25,7 +26,7 @@ ESC = "\x1b"
 BEL = "\x07"
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Style:
     """The SGR attributes of one cell."""
 
@@ -41,7 +42,7 @@ class Style:
 PLAIN = Style()
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Run:
     """A stretch of text in one style."""
 
@@ -73,7 +74,7 @@ class Run:
         return self.style.inverse
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Row:
     """One screen row: its runs, in order, adjacent runs never of one style."""
 

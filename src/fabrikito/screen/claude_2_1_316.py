@@ -33,8 +33,8 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from dataclasses import dataclass, replace
 
+from fabrikito.base.values import frozen, replace
 from fabrikito.screen import (
     NOT_READY,
     BoxReading,
@@ -232,7 +232,7 @@ def _footer_ok(rows: tuple[Row, ...]) -> bool:
 # -- the box ---------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class _Box:
     first: int  # first visible input row
     last: int  # last visible input row (inclusive)

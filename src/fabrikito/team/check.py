@@ -12,25 +12,25 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from fabrikito.base.procs import config_dir
+from fabrikito.base.values import frozen
 from fabrikito.team.teamfile import PermissionClass, Seat, Team
 
 LAUNCHER_LABEL = "[from launcher]"
 JSON_VERSION = 1
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class CheckWarning:
     kind: str
     message: str
     roles: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class SeatReport:
     role: str
     session: str
@@ -40,7 +40,7 @@ class SeatReport:
     kickoff: str | None
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Report:
     team: Team
     seats: tuple[SeatReport, ...]

@@ -26,10 +26,11 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from fabrikito.base.values import field, frozen
 
 if TYPE_CHECKING:
     from fabrikito.base.tmux import Server
@@ -64,7 +65,7 @@ class PermissionClass(StrEnum):
     UNKNOWN = "cannot see"
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Seat:
     role: str
     session: str
@@ -100,7 +101,7 @@ class Seat:
         return PermissionClass.PROMPTING
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Team:
     path: Path
     name: str
