@@ -19,7 +19,6 @@ import json
 import os
 import time
 from collections.abc import Callable
-from typing import Any
 
 from fabrikito.base import statedir
 from fabrikito.base.errors import FabrikitoError, StateFileError, TmuxError
@@ -29,6 +28,10 @@ from fabrikito.delivery import refusals, say
 from fabrikito.log import msglog
 from fabrikito.screen import ScreenState, Verdict
 from fabrikito.team.teamfile import Seat, Team
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy knows the name)
+if TYPE_CHECKING:
+    from typing import Any
 
 FLUSH_MESSAGE = "[flush]"
 EXIT_FLUSHED = 0

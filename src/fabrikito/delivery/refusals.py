@@ -14,18 +14,20 @@ Every function here is called with the seat's ``say`` lock held.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import time
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
 
 from fabrikito.base import statedir
 from fabrikito.base.errors import StateFileError
 from fabrikito.base.values import frozen
 from fabrikito.log.msglog import escape_field, local_time
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy knows the name)
+if TYPE_CHECKING:
+    from typing import Any
 
 KEPT_TEXTS = 8
 DEFAULT_WINDOW = 300
@@ -85,6 +87,8 @@ def _load(path: Path) -> dict[str, Any]:
 
 
 def _digest(sender: str, text: str) -> str:
+    import hashlib  # only when a refusal is recorded: status and a delivered say never need it
+
     h = hashlib.sha256()
     h.update(sender.encode("utf-8", "surrogatepass"))
     h.update(b"\0")

@@ -13,13 +13,16 @@ import json
 import os
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
 
 from fabrikito.base import procs
 from fabrikito.base.errors import TmuxError
 from fabrikito.base.tmux import Server
 from fabrikito.base.values import frozen
 from fabrikito.screen import PaneSnapshot
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy knows the name)
+if TYPE_CHECKING:
+    from typing import Any
 
 LIST_FIELDS = ("pane_id", "pane_pid", "session_name", "pane_dead", "pid", "window_id")
 SNAP_FIELDS = (

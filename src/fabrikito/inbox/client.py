@@ -14,7 +14,6 @@ import time
 from collections.abc import Callable, Mapping
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
 
 from fabrikito.base.values import frozen
 from fabrikito.inbox import protocol
@@ -36,6 +35,10 @@ from fabrikito.inbox.sessions import (
     read_entry,
     resolve,
 )
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy knows the name)
+if TYPE_CHECKING:
+    from typing import Any
 
 # -- tokens -----------------------------------------------------------------------------
 

@@ -39,9 +39,12 @@ Text rules, decided here (``docs/decisions.md``):
 from __future__ import annotations
 
 import json
-from typing import Any
 
 from fabrikito.base.values import field, frozen
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy knows the name)
+if TYPE_CHECKING:
+    from typing import Any
 
 MAX_SERIALIZED_CHARS = 1_000_000
 """The most UTF-16 code units the JSON-escaped text may take (see the module docstring)."""

@@ -36,12 +36,13 @@ import argparse
 import os
 import sys
 import time
-from typing import TYPE_CHECKING, Any
 
 from fabrikito.base.errors import FabrikitoError
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy knows the name)
 if TYPE_CHECKING:
     from collections.abc import Mapping
+    from typing import Any
 
     from fabrikito.inbox import client, sessions
     from fabrikito.team.teamfile import Seat, Team

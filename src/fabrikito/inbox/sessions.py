@@ -49,18 +49,20 @@ Exit codes (the ``exit_code`` of each error; ``fabrikito send --help`` lists the
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
 
 from fabrikito.base.errors import FabrikitoError, UsageError
 from fabrikito.base.procs import config_dir
 from fabrikito.base.values import frozen
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy knows the name)
+if TYPE_CHECKING:
+    from typing import Any
 
 POST_TIMEOUT = 5.0
 """Seconds for connect + write together: well inside the receiver's 15."""
@@ -223,6 +225,8 @@ def sessions_dir(env: Mapping[str, str] | None = None) -> Path:
 
 def key_path(directory: Path, pid: int, socket_path: str) -> Path:
     """``<dir>/<pid>.<sha256 of socket_path exactly as recorded>.key`` (the path is not resolved)."""
+    import hashlib  # only for a key file: status reads the registry without it
+
     digest = hashlib.sha256(socket_path.encode("utf-8", "surrogateescape")).hexdigest()
     return directory / f"{pid}.{digest}.key"
 

@@ -31,7 +31,6 @@ import time
 from collections.abc import Mapping, Sequence
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
 
 from fabrikito.base.errors import TmuxError
 from fabrikito.base.tmux import Server
@@ -40,6 +39,10 @@ from fabrikito.delivery import seatpane
 from fabrikito.log import msglog
 from fabrikito.screen import BoxReading, ScreenState, recogniser_for
 from fabrikito.team.teamfile import Seat, Team
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy knows the name)
+if TYPE_CHECKING:
+    from typing import Any
 
 JSON_VERSION = 1
 TAIL_BLOCK = 1 << 16

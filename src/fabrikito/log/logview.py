@@ -21,12 +21,15 @@ import sys
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
 
 from fabrikito.base.errors import UsageError
 from fabrikito.base.values import frozen
 from fabrikito.log import msglog
 from fabrikito.log.msglog import Foreign, Outcome, Record
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy knows the name)
+if TYPE_CHECKING:
+    from typing import Any
 
 JSON_VERSION = 1
 FOLLOW_INTERVAL = 0.25

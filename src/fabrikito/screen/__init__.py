@@ -16,11 +16,17 @@ from __future__ import annotations
 
 import re
 from enum import StrEnum
-from typing import Literal, Protocol
 
 from fabrikito.base.values import frozen
 
-Renderer = Literal["inline", "fullscreen"]
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy knows the name)
+if TYPE_CHECKING:
+    from typing import Literal, Protocol
+
+    Renderer = Literal["inline", "fullscreen"]
+else:  # what these names are at run time, where nothing checks them
+    Renderer = str
+    Protocol = object
 
 NOT_READY = "screen not recognised as ready"
 

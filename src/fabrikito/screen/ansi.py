@@ -152,6 +152,22 @@ def _parse_params(body: str) -> list[list[int | None]] | None:
 
 def apply_sgr(style: Style, body: str) -> Style:
     """The style after the SGR sequence ``ESC [ body m``."""
+    key = (style, body)
+    after = _SGR_SEEN.get(key)
+    if after is None:
+        after = _apply_sgr(style, body)
+        if len(_SGR_SEEN) < _SGR_SEEN_MAX:
+            _SGR_SEEN[key] = after
+    return after
+
+
+# A screen repeats a few styles and a few sequences hundreds of times: each
+# (style, sequence) is worked out once per process.
+_SGR_SEEN: dict[tuple[Style, str], Style] = {}
+_SGR_SEEN_MAX = 4096
+
+
+def _apply_sgr(style: Style, body: str) -> Style:
     params = _parse_params(body)
     if params is None:
         return style

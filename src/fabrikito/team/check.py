@@ -13,11 +13,14 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any
 
 from fabrikito.base.procs import config_dir
 from fabrikito.base.values import frozen
 from fabrikito.team.teamfile import PermissionClass, Seat, Team
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy knows the name)
+if TYPE_CHECKING:
+    from typing import Any
 
 LAUNCHER_LABEL = "[from launcher]"
 JSON_VERSION = 1

@@ -28,14 +28,16 @@ import re
 from collections.abc import Mapping
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
-
-from fabrikito.base.values import field, frozen
-
-if TYPE_CHECKING:
-    from fabrikito.base.tmux import Server
 
 from fabrikito.base.errors import TeamFileError
+from fabrikito.base.values import field, frozen
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy knows the name)
+if TYPE_CHECKING:
+    from typing import Any
+
+    from fabrikito.base.tmux import Server
+
 
 DEFAULT_TEAM_FILE = "team.toml"
 DEFAULT_AGENT = ("claude",)
