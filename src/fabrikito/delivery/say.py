@@ -169,12 +169,18 @@ class _Pane:
 
     def wait(self, good: Callable[[BoxReading], bool], timeout: float = RENDER_TIMEOUT) -> BoxReading:
         """Read until ``good`` holds or the screen stops changing past the timeout."""
+        return self.look_until(good, timeout)[1]
+
+    def look_until(
+        self, good: Callable[[BoxReading], bool], timeout: float = RENDER_TIMEOUT
+    ) -> tuple[seatpane.Look, BoxReading]:
+        """:meth:`wait`, with the look (window size and all) of the last read."""
         deadline = time.monotonic() + timeout
-        _, reading = self.read()
+        look, reading = self.read()
         while not good(reading) and time.monotonic() < deadline:
             time.sleep(POLL)
-            _, reading = self.read()
-        return reading
+            look, reading = self.read()
+        return look, reading
 
 
 class _Grower:
@@ -302,8 +308,13 @@ def _deliver_locked(ctx: Context, seat: Seat, sender: str, text: str) -> Deliver
             typed = True
             ctx.trace(f"{seat.role}: box ready{' (busy)' if reading.busy else ''}; pasting the label")
             _paste(ctx.server, pane.pane_id, label)
-            pane.wait(lambda r: pane.recogniser.check_label(r, label).ok)
-            _checked(pane, grower, lambda r: pane.recogniser.check_label(r, label), wait_for=None, typed=True)
+            _checked(
+                pane,
+                grower,
+                lambda r: pane.recogniser.check_label(r, label),
+                wait_for=lambda r: pane.recogniser.check_label(r, label).ok,
+                typed=True,
+            )
             ctx.trace(f"{seat.role}: the box holds just the label; pasting the message")
             _paste(ctx.server, pane.pane_id, text)
             _checked(
@@ -368,8 +379,7 @@ def _checked(
     """
     look, reading = pane.read()
     if wait_for is not None and not wait_for(reading):
-        reading = pane.wait(wait_for)
-        look, _ = pane.read()
+        look, reading = pane.look_until(wait_for)  # the check runs on the read that ended the wait
     verdict = check(reading)
     if verdict.ok:
         return reading
