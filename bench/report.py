@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import compileall
 import os
 import platform
+import sys
 import time
 from pathlib import Path
 
@@ -37,3 +39,12 @@ def write_section(name: str, body: str) -> None:
         text = text.rstrip("\n") + "\n\n" + section + "\n"
     DOC.parent.mkdir(exist_ok=True)
     DOC.write_text(text)
+
+
+def fabrikito_cli() -> list[str]:
+    """The command as people and seats run it: the installed ``fabrikito`` next to this
+    interpreter (else ``python -m fabrikito``), with the package byte-compiled first,
+    so no run pays for compiling (``PYTHONDONTWRITEBYTECODE`` would make every run do so)."""
+    compileall.compile_dir(str(DOC.parents[1] / "src" / "fabrikito"), quiet=1)
+    script = Path(sys.executable).with_name("fabrikito")
+    return [str(script)] if script.exists() else [sys.executable, "-m", "fabrikito"]

@@ -196,3 +196,85 @@ def test_default_team_file_is_team_toml_in_the_current_directory(tmp_path: Path)
     write_team(tmp_path, seats(("em", "s1", "acceptEdits")))
     done = run_cli("check", cwd=tmp_path)
     assert "team t (" in done.stdout
+
+
+# -- the parsed team file, kept in .state ----------------------------------------------------
+
+LOAD_NO_TOML = (
+    "import sys; sys.modules['tomllib'] = None\n"  # importing tomllib now fails: only the cache can answer
+    "from fabrikito.team import teamfile\n"
+    "team = teamfile.load(sys.argv[1]); print(team.name, *team.roles)"
+)
+
+
+def _load_without_tomllib(path: Path) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, PYTHONPATH=str(REPO / "src"))
+    return subprocess.run(
+        [sys.executable, "-c", LOAD_NO_TOML, str(path)], capture_output=True, text=True, env=env, check=False
+    )
+
+
+def test_the_parse_is_kept_in_state_and_read_back_without_tomllib(tmp_path: Path) -> None:
+    path = write_team(tmp_path, seats(("dev", "t-dev", "acceptEdits"), ("qa", "t-qa", "plan")))
+    first = teamfile.load(path)
+    assert not (tmp_path / ".state").exists()  # a team never brought up: parsed, nothing written
+    (tmp_path / ".state").mkdir(mode=0o700)
+    assert teamfile.load(path) == first
+    cache = tmp_path / ".state" / ".team-toml.team.toml.json"
+    assert oct(cache.stat().st_mode & 0o777) == "0o600"
+    done = _load_without_tomllib(path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["t", "dev", "qa"]
+    assert teamfile.load(path) == first  # and the same Team as parsing the TOML gives
+
+
+def test_a_changed_team_file_is_parsed_again(tmp_path: Path) -> None:
+    (tmp_path / ".state").mkdir(mode=0o700)
+    path = write_team(tmp_path, seats(("dev", "t-dev", "acceptEdits")))
+    teamfile.load(path)
+    stat_before = path.stat()
+    path.write_text('name = "u"\n' + seats(("ops", "u-ops", "acceptEdits")), encoding="utf-8")
+    os.utime(path, ns=(stat_before.st_atime_ns, stat_before.st_mtime_ns))  # same inode, size, mtime: ctime differs
+    assert path.stat().st_size == stat_before.st_size
+    assert teamfile.load(path).name == "u"
+    assert _load_without_tomllib(path).stdout.split() == ["u", "ops"]
+    path.write_text("name = [broken", encoding="utf-8")  # a broken file is reported, never served from the cache
+    with pytest.raises(TeamFileError, match="not valid TOML"):
+        teamfile.load(path)
+
+
+def test_the_kept_parse_is_validated_like_the_file_and_never_trusted_blindly(tmp_path: Path) -> None:
+    (tmp_path / ".state").mkdir(mode=0o700)
+    path = write_team(tmp_path, seats(("dev", "t-dev", "acceptEdits")))
+    teamfile.load(path)
+    cache = tmp_path / ".state" / ".team-toml.team.toml.json"
+    cache.write_text(cache.read_text().replace('"t-dev"', '"bad session!"'))  # what the file never said
+    with pytest.raises(TeamFileError, match="session"):
+        teamfile.load(path)  # whatever it holds, the checks run on it
+    cache.write_text("not json")
+    assert teamfile.load(path).seats[0].session == "t-dev"  # unreadable: the TOML again, and rewritten
+    assert '"t-dev"' in cache.read_text()
+
+
+def test_the_cache_is_never_written_or_read_through_a_link(tmp_path: Path) -> None:
+    (tmp_path / ".state").mkdir(mode=0o700)
+    path = write_team(tmp_path, seats(("dev", "t-dev", "acceptEdits")))
+    target = tmp_path / "elsewhere.json"
+    target.write_text("untouched")
+    (tmp_path / ".state" / ".team-toml.team.toml.json").symlink_to(target)
+    assert teamfile.load(path).name == "t"
+    assert teamfile.load(path).name == "t"
+    assert target.read_text() == "untouched"
+    assert _load_without_tomllib(path).returncode != 0  # the link was not read as a cache
+
+
+def test_a_team_file_with_a_date_is_read_from_the_toml_not_the_kept_parse(tmp_path: Path) -> None:
+    (tmp_path / ".state").mkdir(mode=0o700)
+    path = write_team(tmp_path, seats(("dev", "t-dev", "acceptEdits")), header='name = "t"\n')
+    body = path.read_text().replace("[[seat]]", 'kickoff = "k"\n[[seat]]', 1)
+    path.write_text(body + 'env = { WHEN = "x" }\n')
+    teamfile.load(path)
+    assert (tmp_path / ".state" / ".team-toml.team.toml.json").exists()
+    path.write_text(path.read_text().replace('name = "t"', 'name = "t"\nstarted = 2026-01-01', 1))
+    with pytest.raises(TeamFileError, match="started"):  # an unknown key, read from the TOML itself
+        teamfile.load(path)

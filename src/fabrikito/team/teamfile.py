@@ -182,7 +182,9 @@ def load(path: str | Path | None = None) -> Team:
     """Read and validate a team file; raise :class:`TeamFileError` listing every problem."""
     team_path = resolve_team_path(None if path is None else str(path))
     try:
-        raw = team_path.read_bytes()
+        with open(team_path, "rb") as handle:
+            st = os.fstat(handle.fileno())  # before reading: a change after it gives another stamp
+            raw = handle.read()
     except FileNotFoundError:
         raise TeamFileError(
             f"{team_path}: no team file there. Pass --team FILE, or run `fabrikito init` to write a "
@@ -192,15 +194,63 @@ def load(path: str | Path | None = None) -> Team:
         raise TeamFileError(
             f"{team_path}: cannot read the team file ({exc.strerror}): check its permissions."
         ) from None
-    import tomllib
+    stamp = f"{st.st_dev}:{st.st_ino}:{st.st_mtime_ns}:{st.st_ctime_ns}:{st.st_size}:{team_path}"
+    cache = team_path.parent / ".state" / f".team-toml.{team_path.name}.json"
+    data = _read_parsed(cache, stamp)
+    if data is None:
+        import tomllib
+
+        try:
+            data = tomllib.loads(raw.decode("utf-8"))
+        except UnicodeDecodeError:
+            raise TeamFileError(f"{team_path}: the team file is not UTF-8 text: save it as UTF-8.") from None
+        except tomllib.TOMLDecodeError as exc:
+            raise TeamFileError(f"{team_path}: not valid TOML ({exc}): fix the syntax.") from None
+        _write_parsed(cache, stamp, data)
+    return parse(data, team_path)
+
+
+# The TOML, parsed once per version of the file.  tomllib (and the typing module
+# it imports) is 6 ms of every say, send and status; JSON is read by C code the
+# commands load anyway.  ``.state/.team-toml.<file name>.json`` holds what
+# tomllib returned with the file's device, inode, mtime, ctime (which no one can
+# set back), size and path; it is used only while they all match (checked before the file is read, so a change after
+# that gives another stamp), written only where ``.state/`` already is (a team
+# that was never brought up is just parsed), and only through the state files'
+# rules (0600, no link, temporary file and rename).  Every check of the team
+# file runs on what is read back, as on what tomllib returns.
+
+
+def _read_parsed(cache: Path, stamp: str) -> dict[str, Any] | None:
+    import json
+
+    from fabrikito.base import statedir
+    from fabrikito.base.errors import StateFileError
 
     try:
-        data = tomllib.loads(raw.decode("utf-8"))
-    except UnicodeDecodeError:
-        raise TeamFileError(f"{team_path}: the team file is not UTF-8 text: save it as UTF-8.") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise TeamFileError(f"{team_path}: not valid TOML ({exc}): fix the syntax.") from None
-    return parse(data, team_path)
+        raw = statedir.read_plain(cache)
+        saved = json.loads(raw) if raw else None
+    except (OSError, StateFileError, ValueError):
+        return None
+    if not isinstance(saved, dict) or saved.get("stamp") != stamp or not isinstance(saved.get("toml"), dict):
+        return None
+    data: dict[str, Any] = saved["toml"]
+    return data
+
+
+def _write_parsed(cache: Path, stamp: str, data: dict[str, Any]) -> None:
+    import json
+
+    from fabrikito.base import statedir
+    from fabrikito.base.errors import StateFileError
+
+    if not cache.parent.is_dir() or cache.parent.is_symlink():
+        return
+    try:
+        text = json.dumps({"stamp": stamp, "toml": data}, ensure_ascii=False)  # dates and times are not JSON
+        statedir.write_atomic(cache, text.encode("utf-8", "surrogatepass"))
+    except (OSError, StateFileError, TypeError, ValueError):
+        pass  # parsed from the TOML again next time
 
 
 def parse(data: Mapping[str, Any], team_path: Path) -> Team:

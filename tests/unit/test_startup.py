@@ -1,0 +1,154 @@
+"""Start-up stays small: each command, in a fresh interpreter, imports only what it needs.
+
+The timings are in docs/benchmarks.md (bench/); here only what is imported is
+checked, so start-up cannot grow back silently.  Each case builds the parser
+the way ``fabrikito <command>`` does and imports what its handler imports,
+including what it imports lazily on its way (the team file's TOML reader,
+the screen recogniser, the inbox client...).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fabrikito import cli
+
+# Never on the way of a command that runs on every message (say, send, status, flush).
+HEAVY = {
+    "dataclasses",  # imports inspect, ast, dis, tokenize: about 10 ms (base.values.frozen instead)
+    "inspect",
+    "typing",  # imported for mypy only (TYPE_CHECKING = False)
+    "subprocess",  # base.tmux runs tmux through posix_spawnp
+    "shutil",  # argparse imports it for the terminal width; cli.HelpFormatter reads it itself
+    "locale",  # argparse's gettext lookups, skipped when there are no translations
+    "asyncio",
+    "psutil",
+    "threading",
+    "email",
+    "http",
+    "tomllib",  # imports typing; the team file's parse is read back from .state (test_teamfile)
+    "fabrikito.launch.lifecycle",
+    "fabrikito.offline",
+}
+
+# What each command's handler imports, lazily included (its module chain).
+CHAINS: dict[str, list[str]] = {
+    "say": [
+        "fabrikito.commands",
+        "fabrikito.delivery.say",
+        "fabrikito.delivery.identity",
+        "fabrikito.team.teamfile",
+        "fabrikito.screen.claude_2_1_316",
+        "fabrikito.screen.ansi",
+    ],
+    "flush": ["fabrikito.commands", "fabrikito.delivery.flush", "fabrikito.team.teamfile"],
+    "status": [
+        "fabrikito.commands",
+        "fabrikito.launch.status",
+        "fabrikito.team.teamfile",
+        "fabrikito.screen.claude_2_1_316",
+        "fabrikito.screen.ansi",
+        "fabrikito.delivery.refusals",
+    ],
+    "send": [
+        "fabrikito.inbox.send",
+        "fabrikito.inbox.client",
+        "fabrikito.inbox.sessions",
+        "fabrikito.inbox.protocol",
+        "fabrikito.log.msglog",
+        "fabrikito.team.teamfile",
+    ],
+}
+
+# More that each of them does not need (say and status never open a socket...).
+NOT_FOR: dict[str, set[str]] = {
+    "say": {"socket", "hashlib", "fabrikito.inbox.client", "fabrikito.inbox.sessions", "fabrikito.launch"},
+    "flush": {"socket", "hashlib", "fabrikito.inbox.client", "fabrikito.launch"},
+    "status": {"socket", "hashlib", "fabrikito.inbox.client", "signal"},
+    "send": {"fabrikito.screen", "fabrikito.delivery", "fabrikito.launch", "signal"},
+}
+
+PROBE = """
+import sys
+from fabrikito import cli
+command, chain = sys.argv[1], sys.argv[2:]
+parser = cli.build_parser([command] if command else ["--help"])
+for name in chain:
+    __import__(name)
+print(" ".join(sorted(sys.modules)))
+"""
+
+
+def loaded(command: str, chain: list[str]) -> set[str]:
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE, command, *chain], capture_output=True, text=True, check=True, timeout=60
+    )
+    return set(done.stdout.split())
+
+
+@pytest.mark.parametrize("command", sorted(CHAINS))
+def test_a_message_command_imports_nothing_heavy(command: str) -> None:
+    modules = loaded(command, CHAINS[command])
+    assert set(CHAINS[command]) <= modules  # the probe really loaded the chain
+    assert sorted((HEAVY | NOT_FOR[command]) & modules) == []
+    assert not any(m.startswith(("fabrikito.launch.", "fabrikito.offline.")) for m in modules - set(CHAINS[command]))
+
+
+def test_help_builds_no_command_and_imports_no_handler() -> None:
+    modules = loaded("", [])
+    assert sorted((HEAVY | {"json", "tomllib", "pathlib", "socket", "hashlib"}) & modules) == []
+    assert sorted(m for m in modules if m.startswith("fabrikito.")) == [
+        "fabrikito.base",
+        "fabrikito.base.errors",
+        "fabrikito.cli",
+    ]
+
+
+def test_the_parser_builds_only_the_command_it_runs() -> None:
+    sub = next(a for a in cli.build_parser(["status"])._actions if a.dest == "command")
+    assert list(sub.choices) == ["status"]  # type: ignore[arg-type]
+    listing = next(a for a in cli.build_parser(["--help"])._actions if a.dest == "command")
+    assert list(listing.choices) == [c.name for c in cli.COMMANDS]  # type: ignore[arg-type]
+    # an unknown command is refused with the whole list, as argparse does
+    unknown = subprocess.run(
+        [sys.executable, "-m", "fabrikito", "nope"], capture_output=True, text=True, check=False, timeout=60
+    )
+    assert unknown.returncode == 2 and "invalid choice: 'nope'" in unknown.stderr and "'status'" in unknown.stderr
+
+
+def test_every_command_and_its_help_still_build(capsys: pytest.CaptureFixture[str]) -> None:
+    for command in cli.COMMANDS:
+        with pytest.raises(SystemExit) as done:
+            cli.main([command.name, "--help"])
+        assert done.value.code == 0
+        out = capsys.readouterr().out
+        assert out.startswith(f"usage: fabrikito {command.name} ") and command.help[:40] in out.replace("\n", " ")
+
+
+def test_help_layout_without_shutil_follows_columns(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "60")
+    text = cli.build_parser(["say"]).format_help()  # the top level; the say parser is a choice of it
+    assert max(len(line) for line in text.splitlines()) <= 58
+    monkeypatch.setenv("COLUMNS", "not-a-number")
+    assert cli._columns() >= 1
+    epilog = "exit status:\n  0   a row of a table that is kept exactly as it is written, however long it is"
+    formatter = cli.HelpFormatter("x", width=40)
+    assert formatter._fill_text(epilog, 40, "") == epilog  # several lines: printed as written
+    assert "\n" in formatter._fill_text("one line " * 10, 40, "")  # one line: wrapped
+
+
+def test_a_new_command_is_one_table_entry(tmp_path: Path) -> None:
+    calls: list[str] = []
+
+    def build(p: object) -> None:
+        calls.append("built")
+
+    extra = (*cli.COMMANDS, cli.Command("extra", "an extra command", "json:dumps", build))
+    assert calls == [] and "extra" in cli.build_parser(["--help"], extra).format_help()
+    assert calls == []  # listed, not built
+    args = cli.build_parser(["extra"], extra).parse_args(["extra"])
+    assert calls == ["built"] and args._handler == "json:dumps"
