@@ -136,6 +136,8 @@ def _repr(self: Any) -> str:
 
 
 def _eq(self: Any, other: Any) -> bool:
+    if other is self:
+        return True
     if other.__class__ is not self.__class__:
         return NotImplemented  # type: ignore[no-any-return]
     return bool(self.__fields_get__(self) == self.__fields_get__(other))
