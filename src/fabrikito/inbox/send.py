@@ -1,7 +1,7 @@
 """``fabrikito send``, ``fabrikito sessions`` and ``fabrikito wait-idle``: the inbox from the command line.
 
-The builders are imported by :mod:`fabrikito.cli` when the parser is built,
-so this module imports nothing heavy at the top; the handlers import
+A builder is imported by :mod:`fabrikito.cli` when its command runs, so this
+module imports nothing heavy at the top; the handlers import
 :mod:`fabrikito.inbox` (and the team file and message log) when they run.
 
 ``--to`` takes, in this order: a role of the current team (the team file's
@@ -48,7 +48,7 @@ if TYPE_CHECKING:
     from fabrikito.team.teamfile import Seat, Team
 
 # The exit codes are fabrikito.inbox.EXIT_*; the table is here so that building the
-# parser (on every command) does not import the inbox library.
+# parser does not import the inbox library.
 EXIT_CODES_HELP = """\
 exit status:
   0   written to the session's inbox socket (in its inbox, not yet known to be delivered)
