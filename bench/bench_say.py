@@ -151,6 +151,7 @@ def main() -> None:
         for name, v in times.items()
     ]
     ratio = median[CLI] / floor
+    fastest = min(times[CLI]) / min(times[FLOOR])
     body = "\n".join(
         [
             "## `say`: from the command to the model's request, and concurrent senders",
@@ -162,7 +163,8 @@ def main() -> None:
             "|---|---|---|---|---|",
             *rows,
             "",
-            f"`say` CLI / floor: **{ratio:.2f}x** (goal: 2x; {'met' if ratio <= 2 else 'not met'}). "
+            f"`say` CLI / floor: **{ratio:.2f}x** (goal: 2x; {'met' if ratio <= 2 else 'not met'}; fastest run "
+            f"against fastest run: {fastest:.2f}x). "
             "The floor is one bare paste of the labelled message and an Enter, no checks. `say` adds "
             "an interpreter start with its imports, the team file, the lock, a look at the pane and its foreground "
             "process, a screen read before typing, the label pasted on its own and read back, the message pasted and "
@@ -173,6 +175,7 @@ def main() -> None:
             f"Concurrent: {SENDERS} senders x {EACH} messages = {SENDERS * EACH} in {elapsed:.1f} s "
             f"({SENDERS * EACH / elapsed:.2f} messages/s); delivered {delivered}, refused {len(codes) - delivered}; "
             f"arrived at the model intact: {len(arrived)} of {delivered} delivered.",
+            f"Load average at the end of the run: {os.getloadavg()[0]:.1f}.",
         ]
     )
     print(body)
