@@ -109,3 +109,24 @@ def test_runner_missing_binary_is_oserror_and_server_says_could_not_be_started()
         tmux._run(["no-such-binary-for-fabrikito"], b"", 5, os.environ)
     with pytest.raises(TmuxError, match="could not be started"):
         Server(socket_name="x", binary="no-such-binary-for-fabrikito").run("list-sessions")
+
+
+def test_runner_works_with_stdin_stdout_and_stderr_closed() -> None:
+    import os
+
+    code = (
+        "import os, sys\n"
+        "from fabrikito.base import tmux\n"
+        "for fd in (0, 1, 2): os.close(fd)\n"
+        "code, out, err = tmux._run(['sh', '-c', 'cat; echo e >&2'], b'in', 10, os.environ)\n"
+        "fd = os.open(sys.argv[1], os.O_WRONLY)\n"
+        "os.write(fd, repr((code, out, err)).encode())\n"
+    )
+    import subprocess
+    import sys
+    import tempfile
+
+    with tempfile.NamedTemporaryFile() as result:
+        env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2] / "src"))
+        subprocess.run([sys.executable, "-c", code, result.name], env=env, check=True, timeout=30)
+        assert Path(result.name).read_text() == repr((0, b"in", b"e\n"))

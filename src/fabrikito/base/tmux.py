@@ -257,6 +257,8 @@ def _run(argv: list[str], data: bytes, timeout: float, env: Mapping[str, str]) -
     import time
 
     deadline = time.monotonic() + timeout
+    # In this order, whatever of 0, 1, 2 is closed: a pipe end that lands there is
+    # never overwritten by an earlier redirection of the child (in -> 0, out -> 1, err -> 2).
     in_r, in_w = os.pipe()
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
