@@ -32,6 +32,7 @@ from bench.report import fabrikito_cli, write_section  # noqa: E402
 from fabrikito.launch import lifecycle, status  # noqa: E402
 from fabrikito.offline import claude_setup  # noqa: E402
 from fabrikito.offline.standin import StandIn  # noqa: E402
+from fabrikito.team import teamfile  # noqa: E402
 
 SEATS = int(os.environ.get("BENCH_SEATS", "12"))
 RUNS = int(os.environ.get("BENCH_RUNS", "20"))
@@ -41,6 +42,17 @@ def timed(argv: list[str], env: dict[str, str]) -> float:
     started = time.perf_counter()
     subprocess.run(argv, env=env, check=True, capture_output=True)
     return time.perf_counter() - started
+
+
+def settle(team: teamfile.Team, timeout: float = 120.0) -> None:
+    """Wait until every seat is idle (their kickoff turns over), then a little more:
+    timed runs must not share the CPUs with 12 seats still answering."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if all(seat.state is status.SeatState.IDLE for seat in status.collect(team).seats):
+            break
+        time.sleep(0.5)
+    time.sleep(3)
 
 
 def main() -> None:
@@ -57,6 +69,7 @@ def main() -> None:
             try:
                 result = lifecycle.up(team, out=lambda _line: None)
                 assert not result.failed, result.failed
+                settle(team)
                 shim = Path(tmp) / "bin"
                 shim.mkdir()
                 calls = Path(tmp) / "tmux-calls"
@@ -111,8 +124,9 @@ def main() -> None:
             "every seat's screen (`display-message` and `capture-pane` chained in one tmux invocation, read-only). "
             "The rest is `/proc`, the registry files, the tail of the log and reading 12 screens; `--no-screens` "
             "drops the second call (and the `box holds text` state with it). What is imported: argparse (with "
-            "`re` and `enum`), `pathlib`, `json`, `tomllib` for the team file, the screen recogniser; not "
-            "`dataclasses`, `typing`, `subprocess` or `shutil` (tests/unit/test_startup.py keeps it so).",
+            "`re` and `enum`), `pathlib`, `json`, the screen recogniser; not `dataclasses`, `typing`, "
+            "`subprocess`, `shutil` or (the team file's parse being kept in `.state`) `tomllib` "
+            "(tests/unit/test_startup.py keeps it so).",
             f"Load average at the end of the run: {os.getloadavg()[0]:.1f}.",
         ]
     )
