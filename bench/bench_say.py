@@ -142,6 +142,7 @@ def main() -> None:
             with contextlib.suppress(TmuxError):
                 server.kill_server()
             seatkit.stop_pids(seatkit.home_pids(home))
+    refused, typed = codes.count(3), codes.count(4)
     median = {name: statistics.median(v) * 1000 for name, v in times.items()}
     floor = median[FLOOR]
     rows = [
@@ -173,7 +174,8 @@ def main() -> None:
             "that wait comes after the request is on its way.",
             "",
             f"Concurrent: {SENDERS} senders x {EACH} messages = {SENDERS * EACH} in {elapsed:.1f} s "
-            f"({SENDERS * EACH / elapsed:.2f} messages/s); delivered {delivered}, refused {len(codes) - delivered}; "
+            f"({SENDERS * EACH / elapsed:.2f} messages/s); delivered {delivered}, refused (exit 3) {refused}, "
+            f"typed but not submitted (exit 4) {typed}, other {len(codes) - delivered - refused - typed}; "
             f"arrived at the model intact: {len(arrived)} of {delivered} delivered.",
             f"Load average at the end of the run: {os.getloadavg()[0]:.1f}.",
         ]
@@ -187,8 +189,10 @@ import os, subprocess, sys
 team, n, each = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 for k in range(each):
     done = subprocess.run([*sys.argv[4:], "say", "--team", team, "dev",
-                           f"sender {n} message {k} end"], capture_output=True)
+                           f"sender {n} message {k} end"], capture_output=True, text=True)
     print(done.returncode, flush=True)
+    if done.returncode:
+        print(done.stdout + done.stderr, file=sys.stderr, flush=True)
 """
 
 
