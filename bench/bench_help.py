@@ -3,9 +3,9 @@
 Runs, interleaved, in the same environment: ``python -c pass`` (the bare
 start), ``python -c 'import argparse'`` (the floor of any argparse command
 line: argparse brings ``re`` and ``enum``), the installed ``fabrikito --help``
-(every command listed, none of them built) and ``fabrikito say --help`` (one
-command built).  Prints medians and ratios and writes the "help" section of
-docs/benchmarks.md.
+(every command listed, none of them built), ``fabrikito say --help`` (one
+command built), and the same through the checkout's ``./fabrikito`` script.
+Prints medians and ratios and writes the "help" section of docs/benchmarks.md.
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ def main() -> None:
         "python -c 'import argparse'": [py, "-c", "import argparse"],
         "fabrikito --help": [*cli, "--help"],
         "fabrikito say --help": [*cli, "say", "--help"],
+        "./fabrikito --help (a checkout's wrapper)": [str(ROOT / "fabrikito"), "--help"],
     }
     for argv in cases.values():  # warm up the page cache
         timed(argv)
