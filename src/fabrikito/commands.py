@@ -9,8 +9,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
-from typing import TYPE_CHECKING
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy knows the name)
 if TYPE_CHECKING:
     from fabrikito.team.teamfile import Team
 

@@ -26,13 +26,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
 
 from fabrikito.base import procs
 from fabrikito.base.errors import FabrikitoError
 from fabrikito.delivery.seatpane import PaneRow
 from fabrikito.team.teamfile import ROLE_RE, Team
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy knows the name)
 if TYPE_CHECKING:
     from fabrikito.base.tmux import Server
 

@@ -26,14 +26,15 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
+
+from fabrikito.base.values import frozen
 
 #: ``send`` warns about the same text to the same socket within this many seconds.
 DUPLICATE_WINDOW = 5.0
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class LastSend:
     socket_path: str
     sent_at: float  # epoch seconds

@@ -21,12 +21,12 @@ import hashlib
 import json
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+from fabrikito.base.values import frozen
 from fabrikito.screen.qualified import CLAUDE
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy knows the name)
 if TYPE_CHECKING:
     from fabrikito.screen import Recogniser
 
@@ -77,7 +77,7 @@ def packaged(agent: str = "claude") -> Mapping[str, str]:
     return _TABLES.get(agent, {})
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class LocalQualification:
     """One release qualified on this machine by ``fabrikito qualify``."""
 
@@ -91,7 +91,10 @@ class LocalQualification:
     date: str  # when, local time (2026-12-01T10:05:09)
 
 
-@dataclass(frozen=True, slots=True)
+_LOCAL_FIELDS = ("agent", "release", "dialect", "sha256", "binary", "size", "mtime_ns", "date")
+
+
+@frozen
 class Found:
     """A recognised release: its dialect and where that came from."""
 
@@ -115,7 +118,7 @@ def read_local(env: Mapping[str, str] | None = None) -> list[LocalQualification]
     found = []
     for item in data.get("qualified", []) if isinstance(data, dict) else []:
         try:
-            found.append(LocalQualification(**{k: item[k] for k in LocalQualification.__slots__}))
+            found.append(LocalQualification(**{k: item[k] for k in _LOCAL_FIELDS}))
         except (KeyError, TypeError):
             continue
     return found
@@ -129,7 +132,10 @@ def record_local(entry: LocalQualification, env: Mapping[str, str] | None = None
     path.parent.parent.mkdir(parents=True, exist_ok=True)
     statedir.ensure_dir(path.parent)
     kept = [q for q in read_local(env) if (q.agent, q.sha256) != (entry.agent, entry.sha256)]
-    data = {"format": RECORD_FORMAT, "qualified": [asdict(q) for q in [*kept, entry]]}
+    data = {
+        "format": RECORD_FORMAT,
+        "qualified": [{k: getattr(q, k) for k in _LOCAL_FIELDS} for q in [*kept, entry]],
+    }
     statedir.write_atomic(path, (json.dumps(data, indent=1) + "\n").encode("utf-8"))
     return path
 

@@ -24,11 +24,11 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from fabrikito.base.errors import FabrikitoError, UsageError
+from fabrikito.base.values import frozen
 from fabrikito.team.teamfile import DEFAULT_SHARED_PROMPT, DEFAULT_TEAM_FILE, RESERVED_ROLES, ROLE_RE, SESSION_RE
 
 DEFAULT_ROLES = ("em", "api", "web")
@@ -142,7 +142,7 @@ def team_text(name: str, roles: Sequence[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Written:
     directory: Path
     team_file: Path
