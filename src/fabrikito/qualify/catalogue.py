@@ -105,6 +105,23 @@ def _typed(job: Job) -> None:
     job.save(seat.pane, "typed-short-unsubmitted", note="send-keys -l 'hello from em'")
 
 
+def _cleared_draft(job: Job) -> None:
+    """A draft cleared with Ctrl-U (the footer offers to paste it back), then one Esc on typed text."""
+    seat = job.seat()
+    job.server.send_keys(seat.pane, "a draft", literal=True)
+    job.wait_screen(seat.pane, lambda s: "a draft" in s, "the draft in the box")
+    job.server.send_keys(seat.pane, "C-u")
+    job.wait_screen(seat.pane, lambda s: "a draft" not in s, "the draft to be cleared")
+    job.settle(seat.pane, quiet=0.3)
+    job.save(seat.pane, "cleared-draft", note="typed 'a draft', then Ctrl-U")
+    job.server.send_keys(seat.pane, "hello from em", literal=True)
+    job.wait_screen(seat.pane, lambda s: "hello from em" in s, "typed text in the box")
+    job.settle(seat.pane, quiet=0.3)
+    job.server.send_keys(seat.pane, "Escape")
+    job.wait_screen(seat.pane, lambda s: "again to clear" in s.lower(), "the clear notice")
+    job.save(seat.pane, "esc-once", note="typed 'hello from em', then one Esc")
+
+
 def _paste(job: Job, case: str, text: str, note: str) -> None:
     seat = job.seat()
     before = job.server.capture(seat.pane)
@@ -295,6 +312,11 @@ def _pastes_expect() -> dict[str, Expect]:
 CASES: tuple[Case, ...] = (
     Case("empty-box", _empty_box, {"empty-box-fresh-start": expect(READY, box="", busy=False)}),
     Case("typed", _typed, {"typed-short-unsubmitted": expect(BOX_TEXT, box="hello from em")}),
+    Case(
+        "cleared-draft",
+        _cleared_draft,
+        {"cleared-draft": expect(READY, box=""), "esc-once": expect(BOX_TEXT, box="hello from em")},
+    ),
     Case("dim-hint", _dim_hint, {"dim-hint-suggestion": expect(READY, dim="run the test suite", busy=False)}),
     Case("pastes", _pastes, _pastes_expect(), quick=False),
     Case(

@@ -201,29 +201,29 @@ def _mode_suffixes_ok(rest: str) -> bool:
     return True
 
 
-def _footer_segment_ok(segment: str, mode_allowed: bool) -> bool:
+def _footer_segment_ok(segment: str, mode_allowed: bool, notices: tuple[str, ...] = _NOTICES) -> bool:
     if mode_allowed:
         match = _MODE_RE.match(segment)
         if match is not None:
             return _mode_suffixes_ok(segment[match.end() :])
-    if segment in _NOTICES or _EFFORT_RE.fullmatch(segment):
+    if segment in notices or _EFFORT_RE.fullmatch(segment):
         return True
-    return _cut_prefix_of(segment, (*_NOTICES, _EFFORT_EXAMPLE))
+    return _cut_prefix_of(segment, (*notices, _EFFORT_EXAMPLE))
 
 
-def _footer_row_ok(row: Row, first: bool) -> bool:
+def _footer_row_ok(row: Row, first: bool, notices: tuple[str, ...] = _NOTICES) -> bool:
     text = _text(row)
     if not text.startswith(INDENT) or any(run.inverse for run in row.runs if run.text.strip()):
         return False
     segments = re.split(r" {2,}", text.strip(" "))
-    return all(_footer_segment_ok(seg, first and i == 0) for i, seg in enumerate(segments))
+    return all(_footer_segment_ok(seg, first and i == 0, notices) for i, seg in enumerate(segments))
 
 
-def _footer_ok(rows: tuple[Row, ...]) -> bool:
+def _footer_ok(rows: tuple[Row, ...], notices: tuple[str, ...] = _NOTICES) -> bool:
     """Rows under the bottom rule: footer rows first, then only blank rows."""
     i = 0
     while i < len(rows) and not _blank(rows[i]):
-        if not _footer_row_ok(rows[i], first=i == 0):
+        if not _footer_row_ok(rows[i], first=i == 0, notices=notices):
             return False
         i += 1
     return all(_blank(row) for row in rows[i:])
@@ -455,6 +455,9 @@ class Claude21316(StandardChecks):
     def find_dialog(self, rows: tuple[Row, ...], width: int) -> str | None:
         return _find_dialog(rows, width)
 
+    #: The transient notices the footer may show beside or instead of the mode line.
+    notices: tuple[str, ...] = _NOTICES
+
 
 def _not_recognised(renderer: Renderer, detail: str, max_rows: int = 0) -> BoxReading:
     return BoxReading(
@@ -569,7 +572,7 @@ def _read(
                 detail="the input box holds text; its end is off the screen",
             )
         return replace(base, detail="the end of the input box is off the screen")
-    if not _footer_ok(rows[box.bottom_rule + 1 :]):
+    if not _footer_ok(rows[box.bottom_rule + 1 :], rules.notices):
         return replace(base, detail="something other than the footer follows the input box")
     if box.top_rule is not None and _menu_open(rows, box.top_rule):
         return replace(base, detail="a completion menu is open above the input box")

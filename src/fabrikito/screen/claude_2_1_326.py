@@ -10,20 +10,32 @@ What changed, from captures of the real binaries (2.1.326 to 2.1.330 draw alike)
   Such a box is the live box, full, with its top out of view; with ``↓`` its
   end is not on the screen, so the Enter rule refuses it.
 * The inline footer's mode line is one styled run (the text is the same).
+* The footer's notices are lower-case: ``ctrl+y to paste deleted text`` (after
+  Ctrl-U), ``esc again to clear``; the ``tmux detected · scroll with PgUp/PgDn``
+  and ``Scroll wheel is sending arrow keys`` notices are gone.
 """
 
 from __future__ import annotations
 
 from fabrikito.screen.ansi import Row
-from fabrikito.screen.claude_2_1_316 import Claude21316, _Box, _find_box
+from fabrikito.screen.claude_2_1_316 import _NOTICES, Claude21316, _Box, _find_box
 
 DIALECT = "claude-2.1.326"
+_RENAMED = {"Ctrl+Y to paste deleted text": "ctrl+y to paste deleted text", "Esc again to clear": "esc again to clear"}
+_GONE = frozenset(
+    {
+        "tmux detected · scroll with PgUp/PgDn · or add 'set -g mouse on' to ~/.tmux.conf for wheel scroll",
+        "Scroll wheel is sending arrow keys · use PgUp/PgDn to scroll",
+    }
+)
+NOTICES = tuple(_RENAMED.get(n, n) for n in _NOTICES if n not in _GONE)
 
 
 class Claude21326(Claude21316):
     """Recognises the screens of the dialect first seen in Claude Code 2.1.326."""
 
     dialect = DIALECT
+    notices = NOTICES
 
     def find_box(self, rows: tuple[Row, ...], width: int, fullscreen: bool) -> tuple[_Box | None, str]:
         return _find_box(rows, width, fullscreen, indicators=True)
