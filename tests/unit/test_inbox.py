@@ -24,39 +24,16 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from tests.unit import corpus
 
 from fabrikito import cli
 from fabrikito.base import procs, values
 from fabrikito.inbox import client, protocol, send, sessions
 
-RECORDED = Path("/work/shared/claude-code-2.1.316")
-
 
 def _recorded_registry() -> dict[str, dict[str, Any]]:
-    path = RECORDED / "registry-examples.json"
-    if path.exists():
-        data = json.loads(path.read_text(encoding="utf-8"))
-        return {k: dict(v) for k, v in data.items()}
-    # The shape of seat-a in registry-examples.json, for a checkout without the recordings.
-    base = {
-        "pid": 7855,
-        "sessionId": "31c64ba6-c9f7-430e-aa4f-7387a8a11526",
-        "cwd": "/scratch0/w/a",
-        "startedAt": 1796044159633,
-        "procStart": "38911",
-        "version": "2.1.316",
-        "peerProtocol": 1,
-        "kind": "interactive",
-        "entrypoint": "cli",
-        "pidDomain": "linux:3d1219c7c4c5404aaa1f6d2a48adfda4:pid:[4026531836]",
-        "tmux": "s120:@0.%0",
-        "messagingSocketPath": "/tmp/cc-socks/7855.sock",
-        "name": "seat-a",
-        "nameSource": "user",
-        "status": "idle",
-        "updatedAt": 1796046550468,
-    }
-    return {"seat-a": base}
+    data = json.loads(corpus.shared_dir(corpus.RELEASE, "registry-examples.json").read_text(encoding="utf-8"))
+    return {k: dict(v) for k, v in data.items()}
 
 
 def _own_start() -> str:
@@ -191,9 +168,7 @@ def test_config_dir_prefers_claude_config_dir(tmp_path: Path) -> None:
 
 
 def test_key_file_names_match_the_recorded_ones() -> None:
-    path = RECORDED / "registry-key-file-examples.json"
-    if not path.exists():
-        pytest.skip("recordings not present")
+    path = corpus.shared_dir(corpus.RELEASE, "registry-key-file-examples.json")
     for example in json.loads(path.read_text(encoding="utf-8")):
         pid = int(example["file"].split(".")[0])
         name = sessions.key_path(Path("/x"), pid, f"/tmp/cc-socks/{pid}.sock").name
@@ -468,9 +443,7 @@ def test_decode_rejects_bad_lines() -> None:
 
 
 def test_decode_reads_the_sniffed_peer_line() -> None:
-    path = RECORDED / "peer-wire-format-sniffed.jsonl"
-    if not path.exists():
-        pytest.skip("recordings not present")
+    path = corpus.shared_dir(corpus.RELEASE, "peer-wire-format-sniffed.jsonl")
     chunk = json.loads(path.read_text(encoding="utf-8").splitlines()[0])["chunk"]
     (line,) = protocol.decode(chunk.encode())
     assert isinstance(line, protocol.UserLine)
