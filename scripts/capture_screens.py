@@ -221,6 +221,14 @@ def _label_case(job: Job, case: str, message: str, note: str) -> None:
     job.save(seat.pane, case, note=note)
 
 
+def case_label_alone(job: Job) -> None:
+    seat = job.seat()
+    job.server.paste(seat.pane, LABEL)
+    job.wait_screen(seat.pane, lambda s: "[from em]" in s, "the label in the box")
+    job.settle(seat.pane)
+    job.save(seat.pane, "label-alone", note="paste '[from em] ' alone (what say checks before the message)")
+
+
 def case_label(job: Job) -> None:
     _label_case(job, "label-then-short", "please review the patch", "paste '[from em] ', then paste a short line")
     job.end()
@@ -351,6 +359,7 @@ CASES: dict[str, Callable[[Job], None]] = {
     "dim-hint": case_dim_hint,
     "pastes": case_pastes,
     "label": case_label,
+    "label-alone": case_label_alone,
     "tall-box": case_tall_box,
     "after-turn": case_after_turn,
     "busy": case_busy,

@@ -78,9 +78,9 @@ def _releases(team: Team) -> tuple[dict[str, object], list[dict[str, object]]]:
     return agent, running
 
 
-def _read_message(parts: list[str]) -> tuple[str, bool]:
-    """The message from the arguments (joined by spaces), or from stdin when
-    there are none or the only one is ``-``."""
+def _message_reader(parts: list[str]) -> tuple[str, bool] | None:
+    """The message from the arguments (joined by spaces), or ``None`` when it is to be read
+    from stdin (no arguments, or only ``-``)."""
     import sys
 
     from fabrikito.base.errors import UsageError
@@ -89,11 +89,14 @@ def _read_message(parts: list[str]) -> tuple[str, bool]:
         return " ".join(parts), False
     if sys.stdin is None or sys.stdin.isatty():
         raise UsageError("no message: give it as arguments, or pipe it on stdin")
-    data = sys.stdin.buffer.read()
-    try:
-        return data.decode("utf-8"), True
-    except UnicodeDecodeError:
-        raise UsageError("the message on stdin is not UTF-8 text") from None
+    return None
+
+
+def _read_stdin() -> str:
+    """stdin as text; bytes that are not UTF-8 are kept (as surrogates) for ``say`` to refuse and log."""
+    import sys
+
+    return sys.stdin.buffer.read().decode("utf-8", "surrogateescape")
 
 
 def cmd_say(args: argparse.Namespace) -> int:
@@ -103,8 +106,13 @@ def cmd_say(args: argparse.Namespace) -> int:
     from fabrikito.team import teamfile
 
     team = teamfile.load(args.team)
-    text, from_stdin = _read_message(args.message)
-    text = say.prepare_text(text, from_stdin=from_stdin)
+
+    def text() -> str:  # read once the log line is owed, so a usage error is logged too
+        given = _message_reader(args.message)
+        if given is not None:
+            return say.prepare_text(given[0], from_stdin=False)
+        return say.prepare_text(_read_stdin(), from_stdin=True)
+
     return say.run_say(
         team,
         team.server(),

@@ -298,7 +298,12 @@ def test_flush_matches() -> None:
     assert not flush_matches(box("[from em]", dim_text="x"), LABEL, body)
     assert not flush_matches(box("[from em]", ends_screen=False), LABEL, body)
     assert not flush_matches(box("[from em]", state=DIALOG), LABEL, body)
-    assert not flush_matches(box(text_of(300)[-100:], full=True, top_visible=False), LABEL, text_of(300))
+    # A tall message say left: only its end shows in the full box, and say's own Enter rule decides.
+    tall = text_of(300)
+    assert flush_matches(box(tall[-100:], full=True, top_visible=False), LABEL, tall)
+    assert not flush_matches(box(tall[-30:], full=True, top_visible=False), LABEL, tall)  # too little shows
+    assert not flush_matches(box(tall[-100:] + " mine", full=True, top_visible=False), LABEL, tall)  # typed after
+    assert not flush_matches(box(tall[-100:], full=True, top_visible=False), LABEL, "")  # sec: label only
 
 
 def test_the_recogniser_methods_are_the_checks() -> None:

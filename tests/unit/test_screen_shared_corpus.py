@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
+from tests.unit import corpus
 
 from fabrikito.screen import (
     BoxReading,
@@ -32,10 +32,13 @@ from fabrikito.screen import (
 )
 from fabrikito.screen.ansi import parse
 
-CORPUS = Path(__file__).resolve().parents[2].parent / "shared" / "claude-code-2.1.316"
+CORPUS = corpus.SHARED / corpus.RELEASE
 
-if not CORPUS.is_dir():
-    pytest.skip(f"the shared screen corpus is not at {CORPUS}", allow_module_level=True)
+
+@pytest.fixture(autouse=True, scope="module")
+def _corpus_present() -> None:
+    corpus.shared_dir(corpus.RELEASE)
+
 
 READY = ScreenState.READY
 BOX_TEXT = ScreenState.BOX_TEXT
@@ -383,8 +386,9 @@ def test_enter_rule_passes_for_the_labelled_message(screen: Screen) -> None:
     reading = read(screen)
     verdict = check_after_paste(reading, LABEL, LABELLED[screen.case])
     assert verdict.ok, verdict.reason
-    # flush submits only a box whose start is surely on screen: never a full one
-    assert flush_matches(reading, LABEL, LABELLED[screen.case]) is not reading.full
+    # what say would have sent, had its Enter not gone, flush submits: a tall message's end included
+    assert flush_matches(reading, LABEL, LABELLED[screen.case])
+    assert not flush_matches(reading, "[from qa] ", LABELLED[screen.case])
 
 
 @pytest.mark.parametrize("screen", LABELLED_SCREENS, ids=ids(LABELLED_SCREENS))

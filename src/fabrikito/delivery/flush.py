@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from collections.abc import Callable
 
 from fabrikito.base import statedir
@@ -25,6 +24,8 @@ from fabrikito.base.errors import FabrikitoError, StateFileError, TmuxError
 from fabrikito.base.tmux import Server
 from fabrikito.base.values import frozen
 from fabrikito.delivery import refusals, say
+from fabrikito.delivery.identity import UNKNOWN_SENDER
+from fabrikito.delivery.oneline import Interrupted, OneLine, guarded, signals_raise
 from fabrikito.log import msglog
 from fabrikito.screen import ScreenState, Verdict
 from fabrikito.team.teamfile import Seat, Team
@@ -62,59 +63,61 @@ def flush_seat(ctx: say.Context, seat: Seat) -> FlushResult:
     statedir.ensure_state_dir(ctx.team.base_dir, ctx.team.name)
     statedir.ensure_dir(say.say_dir(ctx.team))
     try:
-        with say.seat_lock(ctx.team, seat.role):
+        with signals_raise(), say.seat_lock(ctx.team, seat.role):
             return _flush_locked(ctx, seat)
     except say.SeatRefusal as exc:
         return FlushResult(msglog.Outcome.NOT_FLUSHED, str(exc))
+    except Interrupted as exc:
+        return FlushResult(
+            msglog.Outcome.NOT_FLUSHED, f"flush was stopped by {exc}: attach and look whether the box was submitted"
+        )
 
 
 def _flush_locked(ctx: say.Context, seat: Seat) -> FlushResult:
     pane = say._attach(ctx, seat)
     grower = say._Grower(ctx.server, pane.window_id)
     try:
-        with say._signals_unwind():
-            _, reading = pane.read()
-            if reading.state is ScreenState.READY:
-                statedir.remove_quietly(say.paste_record_path(ctx.team, seat.role))
-                refusals.clear(say.say_dir(ctx.team), seat.role)
-                return FlushResult(msglog.Outcome.FLUSH_NOTHING, "the box is empty: nothing to flush")
-            record = _read_record(ctx.team, seat.role)
-            if record is None:
-                return FlushResult(
-                    msglog.Outcome.NOT_FLUSHED,
-                    "there is no paste record for this seat, so the text in its box was not left by say: "
-                    "it is left as it is (attach and deal with it)",
-                )
-            label = str(record["label"])
-            body = record.get("body")
-            body_text = body if isinstance(body, str) else None
-
-            def matches(r: Any) -> Verdict:
-                ok = r.state is ScreenState.BOX_TEXT and pane.recogniser.flush_matches(r, label, body_text or "")
-                return Verdict(ok=ok, reason=_why_not(r))
-
-            reading = say._checked(pane, grower, matches, wait_for=None)
-            if not matches(reading).ok:
-                return FlushResult(msglog.Outcome.NOT_FLUSHED, _why_not(reading))
-            again = pane.wait(lambda r: False, timeout=0.15)
-            if again.box_text != reading.box_text or not matches(again).ok:
-                return FlushResult(
-                    msglog.Outcome.NOT_FLUSHED, "the box changed while flush was looking at it: left as it is"
-                )
-            try:
-                ctx.server.send_keys(pane.pane_id, "Enter")
-            except TmuxError as exc:
-                return FlushResult(msglog.Outcome.NOT_FLUSHED, f"the Enter could not be sent ({exc})")
-            after = pane.wait(say._landed, timeout=say.ENTER_TIMEOUT)
-            if not say._landed(after):
-                return FlushResult(
-                    msglog.Outcome.NOT_FLUSHED,
-                    "one Enter was sent but the box was not seen empty afterwards; flush does not retry: "
-                    "attach and look",
-                )
+        _, reading = pane.read()
+        if reading.state is ScreenState.READY:
             statedir.remove_quietly(say.paste_record_path(ctx.team, seat.role))
             refusals.clear(say.say_dir(ctx.team), seat.role)
-            return FlushResult(msglog.Outcome.FLUSHED, "")
+            return FlushResult(msglog.Outcome.FLUSH_NOTHING, "the box is empty: nothing to flush")
+        record = _read_record(ctx.team, seat.role)
+        if record is None:
+            return FlushResult(
+                msglog.Outcome.NOT_FLUSHED,
+                "there is no paste record for this seat, so the text in its box was not left by say: "
+                "it is left as it is (attach and deal with it)",
+            )
+        label = str(record["label"])
+        body = record.get("body")
+        body_text = body if isinstance(body, str) else None
+
+        def matches(r: Any) -> Verdict:
+            ok = r.state is ScreenState.BOX_TEXT and pane.recogniser.flush_matches(r, label, body_text or "")
+            return Verdict(ok=ok, reason=_why_not(r))
+
+        reading = say._checked(pane, grower, matches, wait_for=None)
+        if not matches(reading).ok:
+            return FlushResult(msglog.Outcome.NOT_FLUSHED, _why_not(reading))
+        again = pane.wait(lambda r: False, timeout=0.15)
+        if again.box_text != reading.box_text or not matches(again).ok:
+            return FlushResult(
+                msglog.Outcome.NOT_FLUSHED, "the box changed while flush was looking at it: left as it is"
+            )
+        try:
+            ctx.server.send_keys(pane.pane_id, "Enter")
+        except TmuxError as exc:
+            return FlushResult(msglog.Outcome.NOT_FLUSHED, f"the Enter could not be sent ({exc})")
+        after = pane.wait(say._landed, timeout=say.ENTER_TIMEOUT)
+        if not say._landed(after):
+            return FlushResult(
+                msglog.Outcome.NOT_FLUSHED,
+                "one Enter was sent but the box was not seen empty afterwards; flush does not retry: attach and look",
+            )
+        statedir.remove_quietly(say.paste_record_path(ctx.team, seat.role))
+        refusals.clear(say.say_dir(ctx.team), seat.role)
+        return FlushResult(msglog.Outcome.FLUSHED, "")
     finally:
         try:
             grower.restore()
@@ -125,8 +128,8 @@ def _flush_locked(ctx: say.Context, seat: Seat) -> FlushResult:
 def _why_not(reading: Any) -> str:
     if reading.state is ScreenState.BOX_TEXT:
         return (
-            "the text in the box is not what say left there (not a start of its paste record): it may be a person's "
-            "draft, so it is left as it is"
+            "the text in the box does not match what say left there (its paste record): flush submits only "
+            "that, so the box is left as it is; attach and look"
         )
     return reading.reason or "screen not recognised as ready"
 
@@ -140,32 +143,51 @@ def run_flush(
     out: Callable[[str], None],
     err: Callable[[str], None],
 ) -> int:
-    from fabrikito.delivery.identity import IdentityRefused, check_team_role, sender_from_ancestry
+    """The command ``flush``: returns its exit status, and writes exactly one log line (see ``say``)."""
+    line = OneLine(team.log_path, role, FLUSH_MESSAGE, msglog.Outcome.NOT_FLUSHED, sender=env_role or UNKNOWN_SENDER)
+
+    def stopped(name: str) -> int:
+        return _report(line, FlushResult(msglog.Outcome.NOT_FLUSHED, f"flush was stopped by {name}"), out, err)
+
+    return guarded(
+        line, lambda: _run_flush(team, server, role, line, env_role=env_role, out=out, err=err), stopped=stopped
+    )
+
+
+def _run_flush(
+    team: Team,
+    server: Server,
+    role: str,
+    line: OneLine,
+    *,
+    env_role: str | None,
+    out: Callable[[str], None],
+    err: Callable[[str], None],
+) -> int:
+    from fabrikito.delivery.identity import IdentityRefused
 
     seat = team.seat(role)
     if seat is None:
         raise FabrikitoError(f"no seat '{role}' in team {team.name} (seats: {', '.join(team.roles)})", exit_code=2)
-    if not os.path.exists(server.resolved_socket_path()):
-        err(f"not flushed {role}: the team's {server.describe()} is not running, so the seat is down")
-        return EXIT_NOT_FLUSHED
-    panes = say._list_panes(server)
+    server_up = os.path.exists(server.resolved_socket_path())
+    panes = say._list_panes(server) if server_up else []
     try:
-        if env_role:
-            sender = check_team_role(team, env_role, default_server=server.is_default)
-        else:
-            sender = sender_from_ancestry(team, panes)
+        line.sender = say.who_speaks(team, server, env_role, panes)
     except IdentityRefused as exc:
-        err(f"not flushed: {exc.message}")
-        return EXIT_NOT_FLUSHED
+        line.sender = exc.log_sender
+        return _report(line, FlushResult(msglog.Outcome.NOT_FLUSHED, exc.message), out, err)
+    if not server_up:
+        reason = f"the team's {server.describe()} is not running, so the seat is down"
+        return _report(line, FlushResult(msglog.Outcome.NOT_FLUSHED, reason), out, err)
     statedir.ensure_state_dir(team.base_dir, team.name)
     result = flush_seat(say.Context(team=team, server=server, panes=panes or []), seat)
-    write_error: str | None = None
-    try:
-        msglog.append_checked(
-            team.log_path, msglog.format_line(time.time(), sender, role, result.outcome, FLUSH_MESSAGE)
-        )
-    except (OSError, FabrikitoError) as exc:
-        write_error = str(exc)
+    return _report(line, result, out, err)
+
+
+def _report(line: OneLine, result: FlushResult, out: Callable[[str], None], err: Callable[[str], None]) -> int:
+    """Log the outcome (once), then print it; returns the exit status."""
+    write_error = line.write(result.outcome)
+    role = line.recipient
     if result.outcome is msglog.Outcome.FLUSHED:
         out(
             f"flushed {role}: the text say left in its box went to the seat as a turn. Resend the message whole "
@@ -174,9 +196,9 @@ def run_flush(
     elif result.outcome is msglog.Outcome.FLUSH_NOTHING:
         out(f"nothing to flush in {role}: {result.reason}")
     else:
-        err(f"not flushed {role}: {result.reason}")
+        err(f"not flushed {role}: {result.reason.rstrip('.')}")
     if write_error is not None:
         done = "was" if result.outcome is msglog.Outcome.FLUSHED else "was not"
-        err(f"the record could not be written to {team.log_path}: {write_error}; the box {done} submitted.")
+        err(f"the record could not be written to {line.log_path}: {write_error}; the box {done} submitted.")
         return 1
     return EXIT_NOT_FLUSHED if result.outcome is msglog.Outcome.NOT_FLUSHED else EXIT_FLUSHED

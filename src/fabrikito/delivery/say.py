@@ -33,7 +33,6 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-import signal
 import stat
 import sys
 import time
@@ -41,7 +40,6 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from enum import StrEnum
 from pathlib import Path
-from types import FrameType
 
 from fabrikito.base import statedir
 from fabrikito.base.errors import FabrikitoError, StateFileError, TmuxError
@@ -49,6 +47,7 @@ from fabrikito.base.tmux import Server
 from fabrikito.base.values import frozen
 from fabrikito.delivery import refusals, seatpane
 from fabrikito.delivery.identity import UNKNOWN_SENDER
+from fabrikito.delivery.oneline import Interrupted, OneLine, guarded, signals_raise
 from fabrikito.log import msglog
 from fabrikito.screen import BoxReading, Recogniser, ScreenState, Verdict, recogniser_for
 from fabrikito.team.teamfile import Seat, Team
@@ -80,10 +79,6 @@ class Delivery:
     result: Result
     reason: str = ""
     interrupted: bool = False  # a signal stopped it: no further seat is tried
-
-
-class Interrupted(BaseException):
-    """A signal arrived while ``say`` held a seat: unwind, putting everything back."""
 
 
 def label_for(sender: str) -> str:
@@ -216,26 +211,6 @@ class _Grower:
             self.trace(f"put window {self.window_id} back to {width}x{height}, window-size {option or '(unset)'}")
 
 
-@contextmanager
-def _signals_unwind() -> Iterator[None]:
-    """Turn SIGTERM, SIGHUP and SIGINT into an exception so cleanup runs."""
-
-    def handler(signum: int, frame: FrameType | None) -> None:
-        raise Interrupted(signal.Signals(signum).name)
-
-    old = {}
-    for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
-        try:
-            old[sig] = signal.signal(sig, handler)
-        except ValueError:  # not the main thread
-            pass
-    try:
-        yield
-    finally:
-        for sig, previous in old.items():
-            signal.signal(sig, previous)
-
-
 # -- the delivery engine --------------------------------------------------------
 
 
@@ -250,13 +225,18 @@ class Context:
 
 def deliver(ctx: Context, seat: Seat, sender: str, text: str) -> Delivery:
     """Type ``[from sender] text`` into ``seat`` and submit it, or refuse."""
+    unsafe = unsafe_characters(text)
+    if unsafe is not None:
+        return Delivery(seat.role, Result.REFUSED, unsafe)
     statedir.ensure_state_dir(ctx.team.base_dir, ctx.team.name)
     statedir.ensure_dir(say_dir(ctx.team))
     try:
-        with seat_lock(ctx.team, seat.role):
+        with signals_raise(), seat_lock(ctx.team, seat.role):
             return _deliver_locked(ctx, seat, sender, text)
     except SeatRefusal as exc:
         return Delivery(seat.role, Result.REFUSED, str(exc))
+    except Interrupted as exc:  # while waiting for the lock, or attaching: nothing typed
+        return Delivery(seat.role, Result.REFUSED, f"say was stopped by {exc}", interrupted=True)
 
 
 def _attach(ctx: Context, seat: Seat) -> _Pane:
@@ -284,7 +264,7 @@ def _deliver_locked(ctx: Context, seat: Seat, sender: str, text: str) -> Deliver
     label = label_for(sender)
     typed = False
     try:
-        with _signals_unwind():
+        with signals_raise():
             reading = _checked(pane, grower, _ready_verdict, wait_for=None)
             if reading.state is ScreenState.BOX_TEXT:
                 klass = refusals.register(
@@ -431,80 +411,138 @@ def prepare_text(text: str, *, from_stdin: bool) -> str:
     return text
 
 
+def unsafe_characters(text: str) -> str | None:
+    """Why ``text`` cannot be typed into a seat, or ``None`` when it can.
+
+    Refused before anything is typed: text that is not valid UTF-8 (from argv,
+    Python keeps such bytes as surrogates), and control characters other than
+    tab and newline (C0, DEL, C1: an escape sequence or a BEL would be drawn or
+    acted on by the terminal, so the box could never be confirmed and the text
+    would be left in it).
+    """
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return (
+            "the message is not valid UTF-8 text (the log shows its bytes as \\xHH): convert it, for example "
+            "with iconv -f latin1 -t utf-8, and send again"
+        )
+    for char in text:
+        code = ord(char)
+        if (code < 0x20 and char not in "\t\n") or 0x7F <= code <= 0x9F:
+            return (
+                f"the message holds the control character U+{code:04X}, which a terminal acts on instead of "
+                "showing (only tab and newline are typed): remove it and send again"
+            )
+    return None
+
+
+def who_speaks(team: Team, server: Server, env_role: str | None, panes: list[seatpane.PaneRow] | None) -> str:
+    """The sender's label: a checked ``TEAM_ROLE``, or the seat this runs inside, or ``owner``.
+
+    ``panes`` is ``None`` when tmux could not list them; when the team's server
+    is not running there are none, and the walk up the process tree still
+    refuses a pane of another server.  Raises ``IdentityRefused``.
+    """
+    from fabrikito.delivery.identity import check_team_role, sender_from_ancestry
+
+    if env_role:
+        return check_team_role(team, env_role, default_server=server.is_default)
+    return sender_from_ancestry(team, panes)
+
+
 def run_say(
     team: Team,
     server: Server,
     target: str,
-    text: str,
+    text: str | Callable[[], str],
     *,
     env_role: str | None,
     out: Callable[[str], None],
     err: Callable[[str], None],
     trace: Callable[[str], None] = no_trace,
 ) -> int:
-    """The command ``say``: returns its exit status.
+    """The command ``say``: returns its exit status, and writes exactly one log line.
 
-    ``env_role`` is ``TEAM_ROLE`` (``None`` or empty when unset).  Refusals that
-    need no tmux come first: an empty message, a bad ``TEAM_ROLE``.
+    ``text`` is the message, or a function that reads it (stdin), called once
+    the log line is owed.  ``env_role`` is ``TEAM_ROLE`` (``None`` or empty when
+    unset).  Every way out, a refusal, an error or a signal, goes through
+    :func:`~fabrikito.delivery.oneline.guarded`, which writes the line if the
+    command has not.
     """
-    from fabrikito.delivery.identity import IdentityRefused, check_team_role, sender_from_ancestry
+    line = OneLine(team.log_path, target, "", msglog.Outcome.NOT_DELIVERED, sender=env_role or UNKNOWN_SENDER)
 
-    log_path = team.log_path
+    def stopped(name: str) -> int:
+        return _refused(line, f"say was stopped by {name}", err)
+
+    def run() -> int:
+        line.message = text if isinstance(text, str) else text()
+        return _run_say(team, server, target, line, env_role=env_role, out=out, err=err, trace=trace)
+
+    return guarded(line, run, stopped=stopped)
+
+
+def _run_say(
+    team: Team,
+    server: Server,
+    target: str,
+    line: OneLine,
+    *,
+    env_role: str | None,
+    out: Callable[[str], None],
+    err: Callable[[str], None],
+    trace: Callable[[str], None],
+) -> int:
+    from fabrikito.delivery.identity import IdentityRefused
+
+    text = line.message
     if not text.strip():
-        sender = env_role or UNKNOWN_SENDER
-        return _refuse_early(log_path, sender, target, text, "the message is empty (or only white space)", err)
+        return _refused(line, "the message is empty (or only white space)", err)
     if target != "all" and team.seat(target) is None:
         raise FabrikitoError(
             f"no seat '{target}' in team {team.name} (seats: {', '.join(team.roles)}; or all)", exit_code=EXIT_USAGE
         )
+    server_up = os.path.exists(server.resolved_socket_path())
+    panes = _list_panes(server) if server_up else []
     try:
-        env_sender = check_team_role(team, env_role, default_server=server.is_default) if env_role else None
+        line.sender = who_speaks(team, server, env_role, panes)
     except IdentityRefused as exc:
-        return _refuse_early(log_path, exc.log_sender, target, text, exc.message, err)
-    if env_sender is not None and target == env_sender:
-        return _refuse_early(log_path, env_sender, target, text, "a seat cannot say to itself", err)
-    if not os.path.exists(server.resolved_socket_path()):
-        return _refuse_early(
-            log_path,
-            env_sender or UNKNOWN_SENDER,
-            target,
-            text,
+        line.sender = exc.log_sender
+        return _refused(line, exc.message, err)
+    if target == line.sender:
+        return _refused(line, "a seat cannot say to itself", err)
+    unsafe = unsafe_characters(text)
+    if unsafe is not None:
+        return _refused(line, unsafe, err)
+    if not server_up:
+        return _refused(
+            line,
             f"the team's {server.describe()} is not running, so every seat is down: start the team with ./fabrikito up",
             err,
         )
-    panes = _list_panes(server)
-    if env_sender is not None:
-        sender = env_sender
-    else:
-        try:
-            sender = sender_from_ancestry(team, panes)
-        except IdentityRefused as exc:
-            return _refuse_early(log_path, exc.log_sender, target, text, exc.message, err)
-        if target == sender:
-            return _refuse_early(log_path, sender, target, text, "a seat cannot say to itself", err)
+    seats = [s for s in team.seats if (s.role != line.sender if target == "all" else s.role == target)]
+    if not seats:
+        return _refused(line, f"'all' means every seat but the sender, and {line.sender} is the team's only seat", err)
     statedir.ensure_state_dir(team.base_dir, team.name)
-    unsafe = statedir.describe_unsafe(log_path)
-    if unsafe is not None:
-        err(f"not sent: {unsafe}.")
-        err(f"the record could not be written to {log_path}, so nothing was delivered.")
+    unsafe_log = statedir.describe_unsafe(line.log_path)
+    if unsafe_log is not None:
+        line.written = True  # the spec: a link or FIFO there means no line at all
+        err(f"not sent: {unsafe_log}.")
+        err(f"the record could not be written to {line.log_path}, so nothing was delivered.")
         return EXIT_LOG_FAILED
-    seats = (
-        [s for s in team.seats if s.role != sender] if target == "all" else [s for s in team.seats if s.role == target]
-    )
     ctx = Context(team=team, server=server, panes=panes or [], trace=trace)
     results: list[Delivery] = []
     for seat in seats:
-        results.append(deliver(ctx, seat, sender, text))
+        results.append(deliver(ctx, seat, line.sender, text))
         if results[-1].interrupted:
             break
     all_delivered = all(r.result is Result.DELIVERED for r in results)
-    outcome = msglog.Outcome.DELIVERED if all_delivered else msglog.Outcome.NOT_DELIVERED
-    write_error = _append(log_path, sender, target, outcome, msglog.body_for(sender, target, text))
+    write_error = line.write(msglog.Outcome.DELIVERED if all_delivered else msglog.Outcome.NOT_DELIVERED)
     for r in results:
         _report(r, out, err)
     code = _exit_code(results)
     if write_error is not None:
-        err(f"the record could not be written to {log_path}: {write_error}")
+        err(f"the record could not be written to {line.log_path}: {write_error}")
         delivered = [r.role for r in results if r.result is Result.DELIVERED]
         if delivered:
             err(f"the message WAS delivered to {', '.join(delivered)}: do not send it again.")
@@ -529,30 +567,12 @@ def _exit_code(results: list[Delivery]) -> int:
     return EXIT_REFUSED
 
 
-def _append(path: Path, sender: str, recipient: str, outcome: msglog.Outcome, body: str) -> str | None:
-    try:
-        msglog.append_checked(path, msglog.format_line(time.time(), sender, recipient, outcome, body))
-    except (OSError, FabrikitoError) as exc:
-        return str(exc)
-    return None
-
-
-def _refuse_early(
-    log_path: Path, sender: str, recipient: str, text: str, reason: str, err: Callable[[str], None]
-) -> int:
-    write_error = None
-    try:
-        statedir.ensure_dir(log_path.parent.parent)
-        statedir.ensure_dir(log_path.parent)
-    except (OSError, FabrikitoError) as exc:
-        write_error = str(exc)
-    if write_error is None:
-        write_error = _append(
-            log_path, sender, recipient, msglog.Outcome.NOT_DELIVERED, msglog.body_for(sender, recipient, text)
-        )
-    err(f"not sent to {recipient}: {reason.rstrip('.')}. Nothing was typed.")
+def _refused(line: OneLine, reason: str, err: Callable[[str], None]) -> int:
+    """Log ``NOT-DELIVERED`` (once), then say why nothing was typed."""
+    write_error = line.write(line.failed)
+    err(f"not sent to {line.recipient}: {reason.rstrip('.')}. Nothing was typed.")
     if write_error is not None:
-        err(f"the record could not be written to {log_path}: {write_error}; the message was not delivered.")
+        err(f"the record could not be written to {line.log_path}: {write_error}; the message was not delivered.")
         return EXIT_LOG_FAILED
     return EXIT_REFUSED
 

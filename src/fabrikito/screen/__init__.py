@@ -207,13 +207,18 @@ def flush_matches(reading: BoxReading, record_label: str, record_body: str) -> b
     The box, white space left out, must be a start of ``record_label +
     record_body``, or the label and one placeholder (when the body can
     collapse to one: a record that keeps only its label, as for ``sec``,
-    matches only the label alone).  Only a box whose start
-    is certainly on screen counts: its top visible and, since a full box may
-    have scrolled its start out of view, not full.
+    matches only the label alone).  A box that is not full counts only with
+    its top visible; a full box, which may have scrolled its start out of
+    view, only when it shows the end of the whole record as ``say``'s Enter
+    rule (:func:`check_after_paste`) requires.
     """
     if not _box_at_bottom(reading) or reading.dim_text:
         return False
-    if not reading.top_visible or reading.full:
+    if reading.full:
+        # Only the end of a taller text may show: flush it when say's own Enter rule would have
+        # sent it, the end of the whole record (label and body) with enough of it visible.
+        return bool(record_body) and check_after_paste(reading, record_label, record_body).ok
+    if not reading.top_visible:
         return False
     box = normalise(reading.box_text)
     if not box:
