@@ -318,11 +318,38 @@ def test_fix_surrogates() -> None:
     assert hook.fix_surrogates("plain é") == "plain é"
 
 
-def test_main_never_raises_and_returns_0(team: Path) -> None:
-    assert hook.main(["--team"], b"") == 0
+def test_main_never_raises_and_returns_0_and_logs_what_it_can(team: Path) -> None:
+    assert hook.main(["--team"], b"") == 0  # no team file named: nowhere to log
     assert hook.main(["--role", "be"], b"{}") == 0
+    assert not log_of(team).exists()
     assert hook.main(["--team=" + str(team), "--role=be"], b"\xff\xfe") == 0
-    assert log_of(team).read_bytes().decode().split("\t")[2:] == ["?", "UNREADABLE", "<hook input could not be read>\n"]
+    assert log_of(team).read_bytes().decode().split("\t")[1:] == [
+        "be",
+        "?",
+        "UNREADABLE",
+        "<hook input could not be read>\n",
+    ]
+
+
+SEND_TO_TL = b'{"tool_name":"SendMessage","tool_input":{"to":"sf-tl","message":"hi"},"tool_response":{"success":true}}'
+
+
+def test_a_half_saved_team_file_logs_through_the_last_roster_that_parsed(team: Path) -> None:
+    assert fields_after(team, SEND_TO_TL) == ["be", "tl", "sent", "hi"]
+    log_of(team).unlink()
+    team.write_text(team.read_text() + "\n[[seat]\nrole = ")  # an edit saved half-way
+    assert fields_after(team, SEND_TO_TL) == ["be", "tl", "sent", "hi"]
+
+
+def test_a_team_file_that_never_parsed_logs_the_recipient_as_given(team: Path) -> None:
+    text = team.read_text()
+    team.write_text(text + "\n[[seat]\nrole = ")
+    assert fields_after(team, SEND_TO_TL) == ["be", "sf-tl", "sent", "hi"]
+
+
+def test_a_deeply_nested_team_file_does_not_cost_the_line(team: Path) -> None:
+    team.write_text(team.read_text().replace("\n", "\nzz = " + "[" * 5000 + "]" * 5000 + "\n", 1))
+    assert fields_after(team, SEND_TO_TL)[2:] == ["sent", "hi"]
 
 
 # -- payloads recorded from real seats on the live bench (tests/live/test_hook_live.py) -------------

@@ -388,6 +388,7 @@ FIXTURE_STATES: dict[str, ScreenState] = {
     "paste-2lines": BOX_TEXT,
     "paste-3lines": BOX_TEXT,
     "label-then-short": BOX_TEXT,
+    "label-alone": BOX_TEXT,
     "label-then-3lines": BOX_TEXT,
     "label-then-len1000": BOX_TEXT,
     "tall-box": BOX_TEXT,

@@ -106,7 +106,11 @@ def _run(argv: list[str], stdin: bytes | None) -> None:
     if roster is None:
         return
     raw = _read_stdin() if stdin is None else stdin
-    line = line_for(raw, role if role else logline.UNKNOWN_PARTY, roster)
+    sender = role if role else logline.UNKNOWN_PARTY
+    try:
+        line = line_for(raw, sender, roster)
+    except Exception:  # a line is owed even when reading the input fails in a way not foreseen
+        line = _unreadable(sender, None)
     if line is not None:
         log_path = os.path.join(os.path.dirname(team_path), ".state", roster.name, logline.LOG_NAME)
         logline.append_hook(log_path, line)
@@ -279,7 +283,28 @@ def load_roster(team_path: str) -> Roster | None:
             _write_cache(state, cache, stamp, roster)
         except Exception:  # noqa: S110 -- a cache that cannot be written is read from the team file next time
             pass
-    return roster
+        return roster
+    # The team file does not parse (a half-saved edit): the last roster that parsed, else its name alone
+    # (recipients then written as given), so the message is still logged.
+    return _read_cache(cache, None) or _name_only(team_path)
+
+
+def _name_only(team_path: str) -> Roster | None:
+    """A roster with no seats, named by the team file's top-level ``name = "..."`` line, if it has one."""
+    try:
+        with open(team_path, "rb") as handle:
+            text = handle.read(1 << 20).decode("utf-8", "replace")
+    except OSError:
+        return None
+    for raw in text.splitlines():
+        row = raw.strip()
+        if row.startswith("["):
+            return None  # past the top-level keys
+        key, eq, value = row.partition("=")
+        if eq and key.strip() == "name":
+            name = value.strip().strip('"').strip("'")
+            return Roster(name, []) if _plain_name(name) else None
+    return None
 
 
 def parse_team(team_path: str) -> Roster | None:
@@ -289,7 +314,7 @@ def parse_team(team_path: str) -> Roster | None:
     try:
         with open(team_path, "rb") as handle:
             data = tomllib.load(handle)
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError, MemoryError):
         return None
     name = data.get("name")
     if not isinstance(name, str) or not _plain_name(name):
@@ -315,7 +340,8 @@ def _plain_name(value: str) -> bool:
     return 0 < len(value) <= 64 and set(value) <= NAME_CHARS and value[0] not in "-_"
 
 
-def _read_cache(cache: str, stamp: str) -> Roster | None:
+def _read_cache(cache: str, stamp: str | None) -> Roster | None:
+    """The cached roster when its stamp is ``stamp`` (``None``: whatever team file it was read from)."""
     try:
         fd = os.open(cache, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
     except OSError:
@@ -327,7 +353,7 @@ def _read_cache(cache: str, stamp: str) -> Roster | None:
     finally:
         os.close(fd)
     lines = data.decode("utf-8", "replace").split("\n")
-    if len(lines) < 6 or lines[0] != CACHE_MAGIC or lines[1] != stamp or lines[-1] != "":
+    if len(lines) < 6 or lines[0] != CACHE_MAGIC or stamp not in (None, lines[1]) or lines[-1] != "":
         return None
     name, socket_name, socket_path = lines[2], lines[3], lines[4]
     seats = []

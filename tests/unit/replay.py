@@ -1,0 +1,166 @@
+"""A tmux server whose one pane replays recorded Claude Code screens.
+
+The delivery engine talks to tmux only through :class:`fabrikito.base.tmux.Server`
+``run``; :class:`ReplayServer` answers those commands from
+``tests/fixtures/screens/2.1.316`` instead of a real tmux: ``list-panes`` shows
+one seat, a look (``display-message`` ; ``capture-pane``) shows the current
+screen with its recorded metadata, and each paste or key moves the pane to the
+next screen of its script while being recorded.  So the engine's decisions
+(which check refuses, whether Enter is sent, what is logged) are tested on
+real screens; the live tier stays the proof against Claude Code itself.
+
+The pane's process is a real one whose ``argv[0]`` is ``claude`` (started by
+:func:`claude_process`), so the engine's foreground check reads /proc as usual.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from fabrikito.base.errors import TmuxError
+from fabrikito.base.tmux import Server
+from fabrikito.delivery.seatpane import SEP, SNAP_FIELDS
+
+SCREENS = Path(__file__).resolve().parents[1] / "fixtures" / "screens" / "2.1.316"
+
+
+@dataclass(frozen=True, slots=True)
+class Screen:
+    name: str
+    ansi: str
+    meta: Mapping[str, str]
+
+
+def screen(name: str) -> Screen:
+    """A recorded screen by its file name without extension (``fullscreen-120x40-label-alone``)."""
+    meta = json.loads((SCREENS / f"{name}.json").read_text(encoding="utf-8"))
+    return Screen(name, (SCREENS / f"{name}.ansi").read_text(encoding="utf-8"), meta)
+
+
+@dataclass(slots=True)
+class Pane:
+    """What the pane shows now and what was sent to it.
+
+    ``script`` maps an event (``paste``, ``Enter``) to the screens shown after
+    each occurrence in turn; an event with no screen left keeps the current
+    one.  ``on_call(n, argv)`` runs before the n-th tmux command (from 1).
+    """
+
+    now: Screen
+    script: dict[str, list[Screen]] = field(default_factory=dict)
+    session: str = "t-dev"
+    pid: int = 0
+    pastes: list[str] = field(default_factory=list)
+    keys: list[str] = field(default_factory=list)
+    calls: list[list[str]] = field(default_factory=list)
+    on_call: Callable[[int, list[str]], None] | None = None
+
+    def after(self, event: str) -> None:
+        queue = self.script.get(event)
+        if queue:
+            self.now = queue.pop(0)
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayServer(Server):
+    """A :class:`Server` answering from a :class:`Pane` (its socket path must exist)."""
+
+    pane: Pane = field(default_factory=lambda: Pane(screen("fullscreen-120x40-empty-box-fresh-start")))
+
+    def run(
+        self,
+        *args: str,
+        input: bytes | None = None,
+        timeout: float | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> str:
+        argv = list(args)
+        pane = self.pane
+        pane.calls.append(argv)
+        if pane.on_call is not None:
+            pane.on_call(len(pane.calls), argv)
+        command = argv[0]
+        if command == "list-panes":
+            fields = argv[argv.index("-F") + 1].split(SEP)
+            values = {
+                "#{pane_id}": "%1",
+                "#{pane_pid}": str(pane.pid),
+                "#{session_name}": pane.session,
+                "#{pane_dead}": "0",
+                "#{pid}": "1",
+                "#{window_id}": "@1",
+            }
+            return SEP.join(values[f] for f in fields) + "\n"
+        if command == "display-message":
+            meta = dict(pane.now.meta)
+            values = {
+                "pane_id": "%1",
+                "pane_dead": "0",
+                "pane_in_mode": meta.get("pane_in_mode", "0"),
+                "alternate_on": meta.get("alternate_on", "0"),
+                "pane_width": meta["pane_width"],
+                "pane_height": meta["pane_height"],
+                "cursor_x": meta.get("cursor_x", "0"),
+                "cursor_y": meta.get("cursor_y", "0"),
+                "window_width": meta["pane_width"],
+                "window_height": meta["pane_height"],
+                "pane_pid": str(pane.pid),
+            }
+            return SEP.join(values[f] for f in SNAP_FIELDS) + "\n" + pane.now.ansi
+        if command == "load-buffer":
+            pane.pastes.append((input or b"").decode("utf-8"))
+            pane.after("paste")
+            return ""
+        if command == "send-keys":
+            keys = argv[argv.index("--") + 1 :]
+            pane.keys.extend(keys)
+            for key in keys:
+                pane.after(key)
+            return ""
+        if command in ("resize-window", "set-option", "delete-buffer"):
+            return ""
+        if command == "show-options":
+            return ""
+        raise TmuxError(argv, returncode=1, stderr=f"the replay pane does not know {command}")
+
+
+@contextmanager
+def claude_process() -> Iterator[int]:
+    """A process named ``claude`` (what the engine's foreground check looks for); killed afterwards."""
+    proc = subprocess.Popen(["bash", "-c", "exec -a claude sleep 600"], start_new_session=True)
+    try:
+        deadline = time.monotonic() + 10
+        while Path(f"/proc/{proc.pid}/cmdline").read_bytes().split(b"\0")[0] != b"claude":  # until bash exec'd
+            assert time.monotonic() < deadline, "the stand-in claude process did not start"
+            time.sleep(0.01)
+        yield proc.pid
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def replay_server(tmp_path: Path, pane: Pane) -> ReplayServer:
+    socket = tmp_path / "replay.sock"
+    socket.touch()
+    return ReplayServer(socket_path=str(socket), pane=pane)
+
+
+def names(*screens: str) -> list[Screen]:
+    return [screen(n) for n in screens]
+
+
+def sent(pane: Pane) -> Sequence[str]:
+    """Every paste and key in the order the engine sent them."""
+    order = []
+    for argv in pane.calls:
+        if argv[0] == "load-buffer":
+            order.append("paste")
+        elif argv[0] == "send-keys":
+            order.extend(argv[argv.index("--") + 1 :])
+    return order
