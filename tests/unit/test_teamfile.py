@@ -278,3 +278,60 @@ def test_a_team_file_with_a_date_is_read_from_the_toml_not_the_kept_parse(tmp_pa
     path.write_text(path.read_text().replace('name = "t"', 'name = "t"\nstarted = 2026-01-01', 1))
     with pytest.raises(TeamFileError, match="started"):  # an unknown key, read from the TOML itself
         teamfile.load(path)
+def test_plan_mode_set_by_permission_mode_stays_prompting_whatever_args_allow(tmp_path: Path) -> None:
+    from fabrikito.launch import seatfiles
+
+    body = '[[seat]]\nrole = "p"\nsession = "s1"\npermission_mode = "plan"\n'
+    body += 'args = ["--allow-dangerously-skip-permissions"]\n'
+    team = teamfile.load(write_team(tmp_path, body))
+    seat = team.seats[0]
+    assert seat.permission_class is PermissionClass.PROMPTING
+    assert not seat.bypass_available
+    settings = seatfiles.seat_settings(team, seat)
+    assert settings["permissions"]["disableBypassPermissionsMode"] == "disable"
+
+
+@pytest.mark.parametrize("arg", ["-n", "--name", "--name=foo", "-nfoo", "-cn", "--settings", "--settings=/x"])
+def test_args_may_not_set_the_name_or_settings_in_any_spelling(tmp_path: Path, arg: str) -> None:
+    body = f'[[seat]]\nrole = "dev"\nsession = "s1"\npermission_mode = "default"\nargs = ["{arg}", "x"]\n'
+    with pytest.raises(TeamFileError, match="fabrikito sets"):
+        teamfile.load(write_team(tmp_path, body))
+
+
+def test_args_that_merely_look_alike_pass(tmp_path: Path) -> None:
+    body = '[[seat]]\nrole = "dev"\nsession = "s1"\npermission_mode = "default"\n'
+    body += 'args = ["--names-are-fine", "--verbose", "-c"]\n'
+    assert teamfile.load(write_team(tmp_path, body)).seats[0].args == ("--names-are-fine", "--verbose", "-c")
+
+
+@pytest.mark.parametrize(
+    "kickoff", ["[ from\\nowner] go", "\uff3bfrom owner\uff3d go", "[\u3000from\u00a0em] go", "[FROM\\towner]"]
+)
+def test_a_kickoff_label_in_any_spelling_is_refused(tmp_path: Path, kickoff: str) -> None:
+    body = f'kickoff = "{kickoff}"\n[[seat]]\nrole = "dev"\nsession = "s1"\npermission_mode = "default"\n'
+    with pytest.raises(TeamFileError, match="holds a label"):
+        teamfile.load(write_team(tmp_path, body))
+
+
+def test_hooks_off_is_read_from_the_seats_own_config_dir(tmp_path: Path) -> None:
+    own = tmp_path / "seat-config"
+    own.mkdir()
+    (own / "settings.json").write_text('{"disableAllHooks": true}')
+    body = (
+        f'[[seat]]\nrole = "em"\nsession = "s1"\npermission_mode = "default"\nenv = {{ CLAUDE_CONFIG_DIR = "{own}" }}\n'
+    )
+    body += '[[seat]]\nrole = "dev"\nsession = "s2"\npermission_mode = "default"\n'
+    caller = {"HOME": str(tmp_path / "caller-home")}
+    report = check.run(teamfile.load(write_team(tmp_path, body)), is_root=False, env=caller)
+    assert {s.role: s.hooks_disabled for s in report.seats} == {"em": True, "dev": False}
+    assert check.render(report).splitlines()[2].split()[-1] == "off"
+
+
+def test_a_seat_with_no_mode_whose_settings_choose_bypass_is_warned(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    (home / ".claude").mkdir(parents=True)
+    (home / ".claude" / "settings.json").write_text('{"permissions": {"defaultMode": "bypassPermissions"}}')
+    path = write_team(tmp_path, '[[seat]]\nrole = "em"\nsession = "s1"\n')
+    report = check.run(teamfile.load(path), is_root=False, env={"HOME": str(home)})
+    (lost,) = [w for w in report.warnings if w.kind == "bypass-switched-off"]
+    assert lost.roles == ("em",) and "will start in a prompting mode" in lost.message

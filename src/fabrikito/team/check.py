@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from pathlib import Path
 
 from fabrikito.base.procs import config_dir
@@ -58,10 +59,16 @@ def labelled_kickoff(text: str) -> str:
     return f"{LAUNCHER_LABEL} {text}"
 
 
-def _settings_files(seat: Seat) -> list[Path]:
+def seat_environ(seat: Seat, environ: Mapping[str, str]) -> dict[str, str]:
+    """The environment the seat's Claude Code reads its config directory from: what ``up`` passes
+    down (this environment) with the seat's own ``env`` table over it."""
+    return {**environ, **seat.env}
+
+
+def _settings_files(seat: Seat, environ: Mapping[str, str]) -> list[Path]:
     return [
         Path("/etc/claude-code/managed-settings.json"),
-        config_dir() / "settings.json",
+        config_dir(seat_environ(seat, environ)) / "settings.json",
         seat.cwd / ".claude" / "settings.json",
         seat.cwd / ".claude" / "settings.local.json",
     ]
@@ -75,11 +82,21 @@ def _read_json(path: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def hooks_disabled(seat: Seat) -> bool:
+def hooks_disabled(seat: Seat, environ: Mapping[str, str] | None = None) -> bool:
     """Whether a settings file the seat reads sets ``disableAllHooks: true``."""
-    for path in _settings_files(seat):
+    for path in _settings_files(seat, os.environ if environ is None else environ):
         data = _read_json(path)
         if data is not None and data.get("disableAllHooks") is True:
+            return True
+    return False
+
+
+def settings_choose_bypass(seat: Seat, environ: Mapping[str, str]) -> bool:
+    """Whether a settings file the seat reads makes bypassPermissions its default mode."""
+    for path in _settings_files(seat, environ):
+        data = _read_json(path)
+        permissions = data.get("permissions") if data is not None else None
+        if isinstance(permissions, dict) and permissions.get("defaultMode") == "bypassPermissions":
             return True
     return False
 
@@ -93,7 +110,7 @@ def run(team: Team, *, is_root: bool | None = None, env: dict[str, str] | None =
             session=seat.session,
             permission_mode=seat.effective_mode,
             permission_class=seat.permission_class,
-            hooks_disabled=hooks_disabled(seat),
+            hooks_disabled=hooks_disabled(seat, environ),
             kickoff=team.kickoff_for(seat),
         )
         for seat in team.seats
@@ -125,6 +142,24 @@ def run(team: Team, *, is_root: bool | None = None, env: dict[str, str] | None =
                 + ": they inherit it from their settings files, so check cannot tell whether messages to and "
                 "from them are held. Set permission_mode for each.",
                 unknown,
+            )
+        )
+    lose_bypass = tuple(
+        seat.role
+        for seat in team.seats
+        if seat.effective_mode is None and not seat.bypass_available and settings_choose_bypass(seat, environ)
+    )
+    if lose_bypass:
+        warnings.append(
+            CheckWarning(
+                "bypass-switched-off",
+                "the settings of "
+                + ", ".join(lose_bypass)
+                + " choose bypassPermissions, but these seats have no permission_mode, and fabrikito's "
+                "generated settings switch bypass off for every seat whose mode is not bypassPermissions: they "
+                'will start in a prompting mode. Set permission_mode = "bypassPermissions" to keep bypass, or '
+                "another mode to say so.",
+                lose_bypass,
             )
         )
     no_hooks = tuple(s.role for s in seats if s.hooks_disabled)

@@ -88,8 +88,16 @@ class Seat:
 
     @property
     def bypass_available(self) -> bool:
-        mode = self.effective_mode
-        return mode == "bypassPermissions" or ALLOW_BYPASS_FLAG in self.args or SKIP_PERMISSIONS_FLAG in self.args
+        """Whether the seat can be in bypass: its mode is bypassPermissions, or it has no
+        ``permission_mode`` key and its args allow bypass.  A ``permission_mode`` other than
+        bypassPermissions switches bypass off in the generated settings, whatever args say."""
+        if self.permission_mode is not None:
+            return self.permission_mode == "bypassPermissions"
+        return (
+            self.effective_mode == "bypassPermissions"
+            or ALLOW_BYPASS_FLAG in self.args
+            or SKIP_PERMISSIONS_FLAG in self.args
+        )
 
     @property
     def permission_class(self) -> PermissionClass:
@@ -370,9 +378,10 @@ def _seat(raw: Mapping[str, Any], index: int, base: Path, bad: Any) -> Seat | No
     if mode is not None and (_mode_in_args(tuple(args)) is not None or SKIP_PERMISSIONS_FLAG in args):
         bad(where, "the permission mode is set twice (permission_mode and in args): keep one")
         ok = False
-    for reserved in ("-n", "--name", "--settings"):
-        if reserved in args:
-            bad(where, f"args may not hold {reserved}: fabrikito sets it from the team file")
+    for arg in args:
+        reserved = reserved_arg(arg)
+        if reserved is not None:
+            bad(where, f"args may not hold {arg!r} ({reserved}): fabrikito sets {reserved} from the team file")
             ok = False
     kickoff = _kickoff(raw, where, bad)
     env = raw.get("env", {})
@@ -418,7 +427,7 @@ def _kickoff(data: Mapping[str, Any], where: str, bad: Any) -> str | None:
     if not kickoff.strip():
         bad(where, "'kickoff' is blank: remove it or write the first message")
         return None
-    found = LABEL_RE.search(kickoff)
+    found = LABEL_RE.search(label_form(kickoff))
     if found:
         bad(
             where,
@@ -427,6 +436,25 @@ def _kickoff(data: Mapping[str, Any], where: str, bad: Any) -> str | None:
         )
         return None
     return kickoff
+
+
+def label_form(text: str) -> str:
+    """``text`` as a reader sees it, for the label rule: NFKC (full-width ``［`` is ``[``), and every
+    run of white space, line breaks included, one space."""
+    import unicodedata
+
+    return " ".join(unicodedata.normalize("NFKC", text).split())
+
+
+def reserved_arg(arg: str) -> str | None:
+    """The option fabrikito sets itself that ``arg`` gives (``-n``, ``--name``, ``--settings``), in any
+    spelling the command line accepts: ``--name=x``, ``-nx``, ``-n`` among other short flags."""
+    for option in ("--name", "--settings"):
+        if arg == option or arg.startswith(option + "="):
+            return option
+    if arg.startswith("-") and not arg.startswith("--") and "n" in arg[1:]:
+        return "-n"
+    return None
 
 
 def _agent(value: Any, bad: Any) -> tuple[str, ...]:
