@@ -23,7 +23,7 @@ from fabrikito.base.errors import FabrikitoError
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy knows the name)
 if TYPE_CHECKING:
-    from typing import Any
+    from typing import Any, NoReturn
 
 Builder = Callable[[argparse.ArgumentParser], None]
 
@@ -80,6 +80,7 @@ def _json_arg(p: argparse.ArgumentParser) -> None:
 def _build_check(p: argparse.ArgumentParser) -> None:
     _team_arg(p)
     _json_arg(p)
+    p.epilog = "exit status: 0 nothing needs attention; 1 warnings (listed); 2 invalid or unreadable team file"
 
 
 def _build_say(p: argparse.ArgumentParser) -> None:
@@ -109,6 +110,10 @@ def _build_log(p: argparse.ArgumentParser) -> None:
     p.add_argument("--until", metavar="WHEN", help="up to this local time or age, inclusive")
     p.add_argument("--follow", "-f", action="store_true", help="keep printing lines as they are appended")
     p.add_argument("--json", action="store_true", help="print JSON (JSON lines with --follow)")
+    p.epilog = (
+        "exit status: 0 shown (also when stopped with Ctrl-C or when the reader of the output went away); "
+        "2 bad usage (an option, a time) or team file"
+    )
 
 
 def _build_up(p: argparse.ArgumentParser) -> None:
@@ -121,6 +126,9 @@ def _build_up(p: argparse.ArgumentParser) -> None:
 def _build_down(p: argparse.ArgumentParser) -> None:
     _team_arg(p)
     p.add_argument("roles", nargs="*", metavar="ROLE", help="stop only these seats (default: every seat)")
+    p.epilog = (
+        "exit status: 0 every seat named is down; 1 a seat could not be stopped (listed); 2 bad usage or team file"
+    )
 
 
 def _build_status(p: argparse.ArgumentParser) -> None:
@@ -128,6 +136,10 @@ def _build_status(p: argparse.ArgumentParser) -> None:
     _json_arg(p)
     p.add_argument(
         "--no-screens", action="store_true", help="do not read the seats' screens (one tmux call; no 'box holds text')"
+    )
+    p.epilog = (
+        "exit status: 0 shown (a seat that is down is shown as down); 1 an error the message names; "
+        "2 bad usage or team file"
     )
 
 
@@ -140,6 +152,10 @@ def _build_demo(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dir", metavar="DIR", help="where the demo keeps its team file and state (default: a temp dir)")
     p.add_argument("--stop", action="store_true", help="stop a running demo: its seats and its stand-in model")
     p.add_argument("--tmux-socket", default="fabrikito-demo", metavar="NAME", help="its tmux server (-L NAME)")
+    p.epilog = (
+        "exit status: 0 the demo ran (or --stop stopped it); 1 it could not be set up or run (the message says "
+        "what to do); 2 bad usage"
+    )
 
 
 COMMANDS: tuple[Command, ...] = (
@@ -211,11 +227,19 @@ COMMANDS: tuple[Command, ...] = (
 )
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, with a usage error as one line that says where the help is (exit status 2)."""
+
+    def error(self, message: str) -> NoReturn:
+        _print_error(f"{self.prog}: {message} (see {self.prog} --help)")
+        raise SystemExit(2)
+
+
 def build_parser(argv: Sequence[str] = (), commands: Sequence[Command] = COMMANDS) -> argparse.ArgumentParser:
     """The parser for ``argv``: only the command ``argv`` names, with its arguments;
     every command, none built, when it names none or one that does not exist."""
     _untranslated()
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="fabrikito",
         description="Run a team of Claude Code seats in tmux and carry messages between them.",
         formatter_class=HelpFormatter,

@@ -26,7 +26,9 @@ def cmd_check(args: argparse.Namespace) -> int:
     if args.json:
         data = check.to_json(report)
         data.update(agent=agent, running=running, exit_code=code)
-        print(json.dumps(data, indent=2, ensure_ascii=False))
+        from fabrikito.log.logview import json_text
+
+        print(json_text(data, indent=2))
         return code
     print(check.render(report))
     print("\nreleases:")
@@ -168,7 +170,9 @@ def cmd_status(args: argparse.Namespace) -> int:
     team = teamfile.load(args.team)
     found = status.collect(team, screens=not args.no_screens)
     if args.json:
-        _line(json.dumps(status.to_json(found), indent=2, ensure_ascii=False))
+        from fabrikito.log.logview import json_text
+
+        _line(json_text(status.to_json(found), indent=2))
     else:
         _line(status.render(found))
     return 0

@@ -82,3 +82,16 @@ def test_notice_after_three_refusals_until_cleared(dirs: tuple[Path, Path]) -> N
     refusals.clear(dirs[1], "dev")
     assert refusals.notices(dirs[1], ["dev"]) == []
     assert reg(dirs, "em", "dev", "t2", 1006) is RefusalClass.BOX_TEXT
+
+
+@pytest.mark.parametrize(
+    "damaged",
+    [b'{"count": "x"}', b'{"count": 5, "last": "yesterday"}', b'{"texts": [{"hash": 1, "time": "t"}], "count": 1e999}',
+     b"[" * 100000, b"\xff\xfe", b'{"count": null, "texts": {"a": 1}}'],
+)
+def test_a_damaged_record_is_read_as_what_can_be_read(tmp_path: Path, damaged: bytes) -> None:
+    say_dir = tmp_path / "say"
+    say_dir.mkdir(mode=0o700)
+    refusals.record_path(say_dir, "dev").write_bytes(damaged)
+    assert refusals.notices(say_dir, ["dev"]) == [] or refusals.notices(say_dir, ["dev"])[0].role == "dev"
+    assert refusals.register(tmp_path, say_dir, sender="em", role="dev", text="x") is refusals.RefusalClass.BOX_TEXT

@@ -81,9 +81,31 @@ def _load(path: Path) -> dict[str, Any]:
         return {}
     try:
         data = json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):
         return {}
-    return data if isinstance(data, dict) else {}
+    if not isinstance(data, dict):
+        return {}
+    # A damaged record (edited, or from another version) counts as what can be read of it.
+    texts = data.get("texts")
+    return {
+        "count": max(0, int(_number(data.get("count")))),
+        "last": _number(data.get("last")),
+        "texts": [
+            {"hash": t["hash"], "time": _number(t.get("time"))}
+            for t in (texts if isinstance(texts, list) else [])
+            if isinstance(t, dict) and isinstance(t.get("hash"), str)
+        ],
+    }
+
+
+def _number(value: object) -> float:
+    """A finite number from a record, 0 for anything else."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return 0.0
+    import math
+
+    number = float(value)
+    return number if math.isfinite(number) else 0.0
 
 
 def _digest(sender: str, text: str) -> str:

@@ -121,6 +121,7 @@ def post_timeout(value: str) -> float:
 def build_sessions(p: argparse.ArgumentParser) -> None:
     p.add_argument("--all", action="store_true", help="also list stale registry files (process gone)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.epilog = "exit status: 0 listed (none is not an error); 1 an error the message names; 2 bad usage"
 
 
 def build_wait_idle(p: argparse.ArgumentParser) -> None:

@@ -84,7 +84,7 @@ def cmd_log(args: argparse.Namespace) -> int:
         items = list(read_log(team.log_path))
         if args.json:
             records = [item_json(n, it) for n, it in items if not isinstance(it, Record) or filters.keep(it)]
-            out.write(json.dumps({"version": JSON_VERSION, "records": records}, ensure_ascii=False, indent=2))
+            out.write(json_text({"version": JSON_VERSION, "records": records}, indent=2))
             out.write("\n")
         else:
             out.write(render(items, filters))
@@ -118,14 +118,31 @@ def parse_outcome(value: str) -> str:
 def parse_when(value: str, now: float, option: str) -> str:
     """A time filter in the log's own form, from an age (``30s``, ``10m``, ``2h``, ``3d``),
     a date, a date and time, or a time today (all local)."""
+    from datetime import datetime
+
     text = value.strip()
     if m := _RELATIVE.match(text):
-        return msglog.local_time(now - int(m.group(1)) * _UNITS[m.group(2)])
+        try:
+            return msglog.local_time(now - int(m.group(1)) * _UNITS[m.group(2)])
+        except (OSError, OverflowError, ValueError):
+            raise UsageError(
+                f"{option} {value!r} reaches back before any time this system can show: give a smaller age"
+            ) from None
+    when: str | None = None
     if m := _ABSOLUTE.match(text):
         clock = m.group(2) or "00:00:00"
-        return f"{m.group(1)}T{clock if len(clock) == 8 else clock + ':00'}"
-    if _TIME_ONLY.match(text):
-        return f"{msglog.local_time(now)[:10]}T{text if len(text) == 8 else text + ':00'}"
+        when = f"{m.group(1)}T{clock if len(clock) == 8 else clock + ':00'}"
+    elif _TIME_ONLY.match(text):
+        when = f"{msglog.local_time(now)[:10]}T{text if len(text) == 8 else text + ':00'}"
+    if when is not None:
+        try:
+            datetime.strptime(when, msglog.TIME_FORMAT)
+        except ValueError:
+            raise UsageError(
+                f"{option} {value!r} is not a real date or time (a month is 01-12, an hour 00-23, "
+                "a minute and a second 00-59)"
+            ) from None
+        return when
     raise UsageError(
         f"{option} {value!r} is not a time: give a local time like 2026-10-30T14:05:09, "
         "2026-10-30, 14:05, or an age like 30s, 10m, 2h, 3d"
@@ -249,6 +266,16 @@ def render(items: Sequence[tuple[int, Record | Foreign]], filters: Filters, *, m
     return "".join(out)
 
 
+_JSON_UNSAFE = re.compile("[\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def json_text(value: object, *, indent: int | None = None) -> str:
+    """JSON with text kept readable (``ensure_ascii=False``) but no character a terminal acts on:
+    DEL, C1 controls and bidi controls are written as ``\\uXXXX`` (JSON escapes the C0 ones itself)."""
+    text = json.dumps(value, ensure_ascii=False, indent=indent)
+    return _JSON_UNSAFE.sub(lambda m: f"\\u{ord(m.group(0)):04x}", text)
+
+
 def item_json(number: int, item: Record | Foreign) -> dict[str, Any]:
     """One line for ``--json``.  Text fields are decoded (bytes that are not UTF-8 become U+FFFD);
     ``escaped`` holds them exactly as the log has them."""
@@ -275,7 +302,7 @@ def _emit(out: Any, number: int, item: Record | Foreign, filters: Filters, *, as
     if isinstance(item, Record) and not filters.keep(item):
         return
     if as_json:
-        out.write(json.dumps({"version": JSON_VERSION, "record": item_json(number, item)}, ensure_ascii=False))
+        out.write(json_text({"version": JSON_VERSION, "record": item_json(number, item)}))
         out.write("\n")
     else:
         out.write(render([(number, item)], filters, min_route=FOLLOW_ROUTE_WIDTH))

@@ -214,6 +214,10 @@ def load(path: str | Path | None = None) -> Team:
             raise TeamFileError(f"{team_path}: the team file is not UTF-8 text: save it as UTF-8.") from None
         except tomllib.TOMLDecodeError as exc:
             raise TeamFileError(f"{team_path}: not valid TOML ({exc}): fix the syntax.") from None
+        except RecursionError:
+            raise TeamFileError(
+                f"{team_path}: arrays or tables nested too deeply to read: a team file needs no deep nesting, fix it."
+            ) from None
         _write_parsed(cache, stamp, data)
     return parse(data, team_path)
 
@@ -238,7 +242,7 @@ def _read_parsed(cache: Path, stamp: str) -> dict[str, Any] | None:
     try:
         raw = statedir.read_plain(cache)
         saved = json.loads(raw) if raw else None
-    except (OSError, StateFileError, ValueError):
+    except (OSError, StateFileError, ValueError, RecursionError):
         return None
     if not isinstance(saved, dict) or saved.get("stamp") != stamp or not isinstance(saved.get("toml"), dict):
         return None
@@ -257,7 +261,7 @@ def _write_parsed(cache: Path, stamp: str, data: dict[str, Any]) -> None:
     try:
         text = json.dumps({"stamp": stamp, "toml": data}, ensure_ascii=False)  # dates and times are not JSON
         statedir.write_atomic(cache, text.encode("utf-8", "surrogatepass"))
-    except (OSError, StateFileError, TypeError, ValueError):
+    except (OSError, StateFileError, TypeError, ValueError, RecursionError):
         pass  # parsed from the TOML again next time
 
 
