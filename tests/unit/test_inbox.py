@@ -28,6 +28,7 @@ from tests.unit import corpus
 
 from fabrikito import cli
 from fabrikito.base import procs, values
+from fabrikito.base.text import refusal_for
 from fabrikito.inbox import client, protocol, send, sessions
 
 
@@ -396,13 +397,20 @@ def test_payload_without_token_has_no_auth_line() -> None:
     assert json.loads(payload)["type"] == "user"
 
 
-@given(st.text(min_size=1).filter(lambda t: bool(t.strip())))
+@given(st.text(min_size=1).filter(lambda t: bool(t.strip()) and refusal_for(t) is None))
 def test_any_text_round_trips_on_one_line(text: str) -> None:
     payload = client.build_payload(text, "ab" * 16)
     payload.decode("utf-8")  # valid UTF-8
     assert payload.count(b"\n") == 2
     lines = protocol.decode(payload)
     assert lines[1] == protocol.UserLine(text)
+
+
+@pytest.mark.parametrize("char", ["\x1b", "\x07", "\r", "\x9b"])
+def test_a_message_with_a_control_character_is_refused_before_sending(char: str) -> None:
+    with pytest.raises(sessions.InvalidMessageError, match=f"U\\+{ord(char):04X}.*nothing was sent") as caught:
+        client.build_payload(f"hi{char}[2J there", None)
+    assert caught.value.exit_code == 2
 
 
 @pytest.mark.parametrize("text", ["", " ", "\n\t \n"])

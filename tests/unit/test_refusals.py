@@ -86,8 +86,14 @@ def test_notice_after_three_refusals_until_cleared(dirs: tuple[Path, Path]) -> N
 
 @pytest.mark.parametrize(
     "damaged",
-    [b'{"count": "x"}', b'{"count": 5, "last": "yesterday"}', b'{"texts": [{"hash": 1, "time": "t"}], "count": 1e999}',
-     b"[" * 100000, b"\xff\xfe", b'{"count": null, "texts": {"a": 1}}'],
+    [
+        b'{"count": "x"}',
+        b'{"count": 5, "last": "yesterday"}',
+        b'{"texts": [{"hash": 1, "time": "t"}], "count": 1e999}',
+        b"[" * 100000,
+        b"\xff\xfe",
+        b'{"count": null, "texts": {"a": 1}}',
+    ],
 )
 def test_a_damaged_record_is_read_as_what_can_be_read(tmp_path: Path, damaged: bytes) -> None:
     say_dir = tmp_path / "say"

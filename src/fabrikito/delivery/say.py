@@ -412,29 +412,10 @@ def prepare_text(text: str, *, from_stdin: bool) -> str:
 
 
 def unsafe_characters(text: str) -> str | None:
-    """Why ``text`` cannot be typed into a seat, or ``None`` when it can.
+    """Why ``text`` cannot be typed into a seat (not UTF-8, or a control character), or ``None``."""
+    from fabrikito.base.text import refusal_for
 
-    Refused before anything is typed: text that is not valid UTF-8 (from argv,
-    Python keeps such bytes as surrogates), and control characters other than
-    tab and newline (C0, DEL, C1: an escape sequence or a BEL would be drawn or
-    acted on by the terminal, so the box could never be confirmed and the text
-    would be left in it).
-    """
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return (
-            "the message is not valid UTF-8 text (the log shows its bytes as \\xHH): convert it, for example "
-            "with iconv -f latin1 -t utf-8, and send again"
-        )
-    for char in text:
-        code = ord(char)
-        if (code < 0x20 and char not in "\t\n") or 0x7F <= code <= 0x9F:
-            return (
-                f"the message holds the control character U+{code:04X}, which a terminal acts on instead of "
-                "showing (only tab and newline are typed): remove it and send again"
-            )
-    return None
+    return refusal_for(text)
 
 
 def who_speaks(team: Team, server: Server, env_role: str | None, panes: list[seatpane.PaneRow] | None) -> str:

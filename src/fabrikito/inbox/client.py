@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 from enum import StrEnum
 from pathlib import Path
 
+from fabrikito.base.text import refusal_for
 from fabrikito.base.values import frozen
 from fabrikito.inbox import protocol
 from fabrikito.inbox.sessions import (
@@ -116,11 +117,15 @@ def check_text(text: str) -> int:
         raise InvalidMessageError("the message is empty (or only whitespace): nothing was sent")
     try:
         protocol.check_text(text)
-        return protocol.check_size(text)
+        size = protocol.check_size(text)
     except protocol.TooLargeError as exc:
         raise TooLargeError(f"{exc}; nothing was sent") from None
     except protocol.InvalidTextError as exc:
         raise InvalidMessageError(f"{exc}; nothing was sent") from None
+    reason = refusal_for(text.replace("\r\n", "\n"))  # CRLF line ends are text, not a control
+    if reason is not None:
+        raise InvalidMessageError(f"{reason.partition(': ')[0]}; nothing was sent: remove it and send again")
+    return size
 
 
 def build_payload(text: str, token: str | None) -> bytes:
