@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 import re
 import subprocess
@@ -20,7 +21,7 @@ NOT_UTF8 = os.fsdecode(b"caf\xe9")
 def documented_statuses(command: str) -> set[int]:
     """The exit statuses the command's --help lists."""
     parser = cli.build_parser()
-    sub = next(a for a in parser._actions if isinstance(a, cli.argparse._SubParsersAction))
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     epilog = sub.choices[command].epilog or ""
     assert "exit status" in epilog, f"{command} --help lists no exit status"
     text = epilog.split("exit status", 1)[1]
