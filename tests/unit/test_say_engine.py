@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from tests.unit.replay import Pane, claude_process, names, replay_server, screen, sent
 
-from fabrikito.delivery import flush, say
+from fabrikito.delivery import flush, identity, say
 from fabrikito.log import msglog
 from fabrikito.team import teamfile
 
@@ -141,7 +141,7 @@ def test_control_characters_are_refused_before_anything_is_typed(tmp_path: Path,
     assert line.outcome == "NOT-DELIVERED" and line.message == f"look{char}[31m here".encode()
 
 
-def test_tab_and_newline_are_typed(tmp_path: Path, claude_pid: int) -> None:
+def test_tab_and_newline_are_typed() -> None:
     assert say.unsafe_characters("a\tb\nc") is None
 
 
@@ -177,11 +177,14 @@ def test_the_owner_is_named_when_the_server_is_down(tmp_path: Path) -> None:
     errors: list[str] = []
     code = say.run_say(team, server, "dev", "hi", env_role=None, out=print, err=errors.append)
     assert code == say.EXIT_REFUSED
-    assert "not running" in " ".join(errors)
     sender = only_line(team).sender
-    assert sender in (b"owner", b"?")  # "?" only when this test itself runs inside another tmux server's pane
-    if "TMUX" not in __import__("os").environ:
-        assert sender == b"owner"
+    try:
+        expected = identity.sender_from_ancestry(team, [])
+    except identity.IdentityRefused:  # this test runs in a pane of some tmux server: the walk refuses
+        assert sender == b"?" and "another tmux server" in " ".join(errors)
+    else:
+        assert expected == "owner"
+        assert sender == b"owner" and "not running" in " ".join(errors)
 
 
 def test_flush_submits_a_tall_message_say_left_and_logs_one_line(tmp_path: Path, claude_pid: int) -> None:
