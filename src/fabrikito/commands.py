@@ -7,7 +7,6 @@ loads only its own part of fabrikito.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy knows the name)

@@ -9,14 +9,18 @@ next screen of its script while being recorded.  So the engine's decisions
 (which check refuses, whether Enter is sent, what is logged) are tested on
 real screens; the live tier stays the proof against Claude Code itself.
 
-The pane's process is a real one whose ``argv[0]`` is ``claude`` (started by
-:func:`claude_process`), so the engine's foreground check reads /proc as usual.
+The pane's process is a real one whose ``argv[0]`` is ``claude``, with a session
+registry entry naming its release (started by :func:`claude_process`), so the
+engine's foreground check reads /proc and the registry as usual.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
+import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -27,7 +31,8 @@ from fabrikito.base.errors import TmuxError
 from fabrikito.base.tmux import Server
 from fabrikito.delivery.seatpane import SEP, SNAP_FIELDS
 
-SCREENS = Path(__file__).resolve().parents[1] / "fixtures" / "screens" / "2.1.316"
+RELEASE = "2.1.316"
+SCREENS = Path(__file__).resolve().parents[1] / "fixtures" / "screens" / RELEASE
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,7 +138,15 @@ class ReplayServer(Server):
 @contextmanager
 def claude_process() -> Iterator[int]:
     """A process named ``claude`` (what the engine's foreground check looks for); killed afterwards."""
-    proc = subprocess.Popen(["bash", "-c", "exec -a claude sleep 600"], start_new_session=True)
+    config = Path(tempfile.mkdtemp(prefix="fabrikito-replay-"))
+    proc = subprocess.Popen(
+        ["bash", "-c", "exec -a claude sleep 600"],
+        start_new_session=True,
+        env={**os.environ, "CLAUDE_CONFIG_DIR": str(config)},
+    )
+    # Its session registry entry, as Claude Code writes one: the engine reads the release from it.
+    (config / "sessions").mkdir()
+    (config / "sessions" / f"{proc.pid}.json").write_text(json.dumps({"pid": proc.pid, "version": RELEASE}))
     try:
         deadline = time.monotonic() + 10
         while Path(f"/proc/{proc.pid}/cmdline").read_bytes().split(b"\0")[0] != b"claude":  # until bash exec'd
@@ -143,6 +156,7 @@ def claude_process() -> Iterator[int]:
     finally:
         proc.kill()
         proc.wait()
+        shutil.rmtree(config, ignore_errors=True)
 
 
 def replay_server(tmp_path: Path, pane: Pane) -> ReplayServer:

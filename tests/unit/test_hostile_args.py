@@ -76,7 +76,7 @@ EXTRA = {
     "down": [["nobody"]],
     "status": [["--json"], ["--no-screens"]],
     "check": [["--json"]],
-    "demo": [["--dir", "/proc/no/such"], ["--tmux-socket", ""]],
+    "demo": [["--dir", "/proc/no/such"]],  # refused before anything starts
 }
 SAFE_WITH_VALID_TEAM = {"check", "log", "status", "down", "sessions", "say", "flush", "send", "wait-idle"}
 

@@ -225,11 +225,17 @@ def run(directory: Path, *, out: Callable[[str], None], socket: str = SOCKET) ->
         raise DemoError(
             f"the example team in {init.example_dir()} cannot be read ({exc}): reinstall fabrikito"
         ) from None
+    try:
+        directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+    except OSError as exc:
+        raise DemoError(
+            f"cannot make the demo's directory {directory} ({exc.strerror or exc}): pass --dir with a directory "
+            "you can write"
+        ) from None
     tools = claude_setup.demo_tools_dir()
     out(f"Claude Code {claude_setup.CLAUDE_VERSION} for the demo: {tools} (offline once installed)")
     binary = claude_setup.ensure_claude(tools_dir=tools, progress=out)
     _clean_environment()
-    directory.mkdir(parents=True, exist_ok=True, mode=0o700)
     roles = [str(s["role"]) for s in example.get("seat", [])]
     work = [directory / "work" / role for role in roles]
     for path in work:
