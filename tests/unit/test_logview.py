@@ -149,3 +149,26 @@ def test_follow_prints_lines_as_they_come(team: Path) -> None:
         proc.wait(timeout=10)
         if proc.stdout is not None:
             proc.stdout.close()
+
+
+@pytest.mark.parametrize(
+    ("value", "why"),
+    [
+        ("2026-13-45", "not a real date"),
+        ("2026-02-30T10:00", "not a real date"),
+        ("25:99", "not a real date"),
+        ("23:60:00", "not a real date"),
+        ("99999999999999d", "reaches back"),
+    ],
+)
+def test_parse_when_refuses_times_that_do_not_exist(value: str, why: str) -> None:
+    with pytest.raises(UsageError, match=why):
+        logview.parse_when(value, time.time(), "--since")
+
+
+def test_json_output_shows_no_character_a_terminal_acts_on() -> None:
+    text = "a\u202eb\x9bc\x7fd\x1be"
+    shown = logview.json_text({"message": text})
+    assert json.loads(shown) == {"message": text}
+    assert not any(ch in shown for ch in "\u202e\x9b\x7f\x1b")
+    assert "\\u202e" in shown and "é" in logview.json_text("é")
