@@ -146,6 +146,9 @@ def _build_status(p: argparse.ArgumentParser) -> None:
 def _build_init(p: argparse.ArgumentParser) -> None:
     p.add_argument("dir", nargs="?", default=".", metavar="DIR", help="where to write it (default: here)")
     p.add_argument("--roles", default="em,api,web", metavar="R1,R2", help="the seats' role ids (default: em,api,web)")
+    p.epilog = (
+        "exit status: 0 written; 1 a file is already there (nothing is overwritten) or cannot be written; 2 bad usage"
+    )
 
 
 def _build_demo(p: argparse.ArgumentParser) -> None:

@@ -72,11 +72,14 @@ class Pane:
             self.now = queue.pop(0)
 
 
-@dataclass(frozen=True, slots=True)
 class ReplayServer(Server):
     """A :class:`Server` answering from a :class:`Pane` (its socket path must exist)."""
 
-    pane: Pane = field(default_factory=lambda: Pane(screen("fullscreen-120x40-empty-box-fresh-start")))
+    pane: Pane
+
+    def __init__(self, *, socket_path: str, pane: Pane | None = None) -> None:
+        super().__init__(socket_path=socket_path)
+        object.__setattr__(self, "pane", pane or Pane(screen("fullscreen-120x40-empty-box-fresh-start")))
 
     def run(
         self,

@@ -20,7 +20,7 @@ NOT_UTF8 = os.fsdecode(b"caf\xe9")
 
 def documented_statuses(command: str) -> set[int]:
     """The exit statuses the command's --help lists."""
-    parser = cli.build_parser()
+    parser = cli.build_parser([command])  # only the command run gets its arguments and epilog
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     epilog = sub.choices[command].epilog or ""
     assert "exit status" in epilog, f"{command} --help lists no exit status"

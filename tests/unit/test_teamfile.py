@@ -278,6 +278,8 @@ def test_a_team_file_with_a_date_is_read_from_the_toml_not_the_kept_parse(tmp_pa
     path.write_text(path.read_text().replace('name = "t"', 'name = "t"\nstarted = 2026-01-01', 1))
     with pytest.raises(TeamFileError, match="started"):  # an unknown key, read from the TOML itself
         teamfile.load(path)
+
+
 def test_plan_mode_set_by_permission_mode_stays_prompting_whatever_args_allow(tmp_path: Path) -> None:
     from fabrikito.launch import seatfiles
 

@@ -24,7 +24,6 @@ import signal
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 
@@ -38,10 +37,12 @@ class Interrupted(BaseException):
     """A signal arrived while a command could still unwind: put everything back, log, report."""
 
 
-@dataclass(slots=True)
 class _Signals:
-    defer: int = 0  # > 0: note a signal, do not raise
-    noted: str | None = None
+    __slots__ = ("defer", "noted")
+
+    def __init__(self) -> None:
+        self.defer = 0  # > 0: note a signal, do not raise
+        self.noted: str | None = None
 
 
 _SIGNALS = _Signals()
@@ -74,18 +75,31 @@ def signals_raise() -> Iterator[None]:
         _SIGNALS.defer = depth
 
 
-@dataclass(slots=True)
 class OneLine:
-    """The line a command owes the log: written once, by the command or on its way out."""
+    """The line a command owes the log: written once, by the command or on its way out.
 
-    log_path: Path
-    recipient: str
-    message: str  # as given; the sec rule is applied when the line is written
-    failed: msglog.Outcome  # the outcome when the command ends without writing it
-    sender: str = msglog.UNKNOWN_PARTY
-    written: bool = False
-    error: str | None = None  # why the line could not be appended, once it was tried
-    now: Callable[[], float] = field(default=time.time)
+    A plain class (not a dataclass): ``say`` and ``flush`` build one on every message.
+    """
+
+    __slots__ = ("error", "failed", "log_path", "message", "now", "recipient", "sender", "written")
+
+    def __init__(
+        self,
+        log_path: Path,
+        recipient: str,
+        message: str,
+        failed: msglog.Outcome,
+        sender: str = msglog.UNKNOWN_PARTY,
+        now: Callable[[], float] = time.time,
+    ) -> None:
+        self.log_path = log_path
+        self.recipient = recipient
+        self.message = message  # as given; the sec rule is applied when the line is written
+        self.failed = failed  # the outcome when the command ends without writing it
+        self.sender = sender
+        self.written = False
+        self.error: str | None = None  # why the line could not be appended, once it was tried
+        self.now = now
 
     def write(self, outcome: msglog.Outcome) -> str | None:
         """Append the line once; later calls change nothing.  Returns why it failed, or ``None``."""
