@@ -88,9 +88,21 @@ def _build_say(p: argparse.ArgumentParser) -> None:
     p.add_argument("role", help="the seat's role id, or all (every seat but the sender)")
     p.add_argument("message", nargs="*", help="the message (read from stdin when omitted or -)")
     p.add_argument("-v", "--verbose", action="store_true", help="say each step on stderr (checks, pastes, resizes)")
+    p.add_argument(
+        "--queue",
+        action="store_true",
+        help="when the seat's state refuses it (text in the box, a dialog, busy, down), queue the message: "
+        "the delivery worker types it once the box is ready and empty. Prints 'queued <id>': queued is "
+        "not delivered (see ./fabrikito queue)",
+    )
+    p.add_argument(
+        "--expire",
+        metavar="DURATION",
+        help="with --queue: drop it if not delivered within DURATION (default 30m, at most 24h)",
+    )
     p.epilog = (
-        "exit status: 0 delivered; 1 the log line could not be written (the output says whether it was "
-        "delivered); 2 bad usage or team file; 3 refused, nothing typed; 4 typed but not submitted "
+        "exit status: 0 delivered (or, with --queue, queued); 1 the log line could not be written (the output says "
+        "whether it was delivered); 2 bad usage or team file; 3 refused, nothing typed; 4 typed but not submitted "
         "(see flush)"
     )
 
@@ -151,6 +163,13 @@ def _build_init(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _build_queue(p: argparse.ArgumentParser) -> None:
+    _team_arg(p)
+    _json_arg(p)
+    p.add_argument("args", nargs="*", metavar="ROLE | drop ID", help="one seat's queue, or drop ID to remove a message")
+    p.epilog = "exit status: 0 listed or dropped; 2 bad usage (no such seat or id); 3 the message is being typed"
+
+
 def _build_demo(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dir", metavar="DIR", help="where the demo keeps its team file and state (default: a temp dir)")
     p.add_argument("--stop", action="store_true", help="stop a running demo: its seats and its stand-in model")
@@ -207,6 +226,12 @@ COMMANDS: tuple[Command, ...] = (
     Command("up", "start the team's seats and give each its kickoff", "fabrikito.commands:cmd_up", _build_up),
     Command(
         "down", "stop the team's seats (the state and the log are kept)", "fabrikito.commands:cmd_down", _build_down
+    ),
+    Command(
+        "queue",
+        "list the messages waiting for a seat (say --queue), or drop one",
+        "fabrikito.commands:cmd_queue",
+        _build_queue,
     ),
     Command("status", "show every seat's state and its last messages", "fabrikito.commands:cmd_status", _build_status),
     Command(

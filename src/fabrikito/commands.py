@@ -107,6 +107,7 @@ def cmd_say(args: argparse.Namespace) -> int:
     from fabrikito.team import teamfile
 
     team = teamfile.load(args.team)
+    expire = _expire(args)
 
     def text() -> str:  # read once the log line is owed, so a usage error is logged too
         given = _message_reader(args.message)
@@ -123,7 +124,31 @@ def cmd_say(args: argparse.Namespace) -> int:
         out=say.STDOUT,
         err=say.STDERR,
         trace=say.STDERR if args.verbose else say.no_trace,
+        expire=expire,
     )
+
+
+def _expire(args: argparse.Namespace) -> float | None:
+    """``--queue``'s expiry in seconds, or ``None`` without ``--queue``."""
+    from fabrikito.base.errors import UsageError
+
+    if not args.queue:
+        if args.expire is not None:
+            raise UsageError("--expire goes with --queue")
+        return None
+    from fabrikito.delivery import queue
+
+    return queue.DEFAULT_EXPIRE if args.expire is None else queue.parse_duration(args.expire)
+
+
+def cmd_queue(args: argparse.Namespace) -> int:
+    import os
+
+    from fabrikito.delivery import queueview
+    from fabrikito.team import teamfile
+
+    team = teamfile.load(args.team)
+    return queueview.run(team, args.args, as_json=args.json, by=os.environ.get("TEAM_ROLE") or "owner", out=_line)
 
 
 def cmd_flush(args: argparse.Namespace) -> int:

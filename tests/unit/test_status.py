@@ -109,7 +109,7 @@ def test_parse_looks_splits_by_marker_and_keeps_only_asked_panes() -> None:
         return marker + sep + sep.join(values[f] for f in seatpane.SNAP_FIELDS)
 
     out = "\n".join([head("%1"), "row a1", "", "row a3", head("%2", "1"), "b", "", "", head("%9"), "x", ""]) + "\n"
-    looks = status.parse_looks(out, marker, ["%1", "%2"])
+    looks = seatpane.parse_looks(out, marker, ["%1", "%2"])
     assert set(looks) == {"%1", "%2"}
     assert looks["%1"].snapshot.ansi == "row a1\n\nrow a3\n"
     assert looks["%2"].dead is True

@@ -79,6 +79,7 @@ class Delivery:
     result: Result
     reason: str = ""
     interrupted: bool = False  # a signal stopped it: no further seat is tried
+    waitable: bool = False  # refused for the seat's state (box, dialog, lock, down): it may pass later
 
 
 def label_for(sender: str) -> str:
@@ -121,7 +122,7 @@ def seat_lock(team: Team, role: str, *, timeout: float = LOCK_TIMEOUT) -> Iterat
                 break
             except BlockingIOError:
                 if time.monotonic() >= deadline:
-                    raise SeatRefusal(
+                    raise SeatNotReady(
                         f"another say is typing into this seat and has not finished within {timeout:g} seconds"
                     ) from None
                 time.sleep(0.02)
@@ -132,6 +133,10 @@ def seat_lock(team: Team, role: str, *, timeout: float = LOCK_TIMEOUT) -> Iterat
 
 class SeatRefusal(Exception):
     """A delivery refused with nothing typed (its text is the reason)."""
+
+
+class SeatNotReady(SeatRefusal):
+    """Refused for the seat's state at this moment (its box, a dialog, the lock, down): a queue waits it out."""
 
 
 class LeftInBox(Exception):
@@ -157,9 +162,9 @@ class _Pane:
         try:
             look = seatpane.look(self.server, self.pane_id)
         except TmuxError as exc:
-            raise SeatRefusal(f"tmux cannot read the screen: {exc}") from None
+            raise SeatNotReady(f"tmux cannot read the screen: {exc}") from None
         if look.dead:
-            raise SeatRefusal("the seat's pane is dead (its process exited)")
+            raise SeatNotReady("the seat's pane is dead (its process exited)")
         return look, self.recogniser.recognise(look.snapshot)
 
     def wait(self, good: Callable[[BoxReading], bool], timeout: float = RENDER_TIMEOUT) -> BoxReading:
@@ -221,6 +226,13 @@ class Context:
     panes: list[seatpane.PaneRow]
     trace: Callable[[str], None] = no_trace
     recogniser: Recogniser | None = None  # a dialect on trial (``fabrikito qualify``); else by the agent's release
+    # For the queue (delivery/worker.py): called right before the first paste (it may raise SeatRefusal
+    # to stop with nothing typed); a box that holds text is not a refusal to back off from; only an idle
+    # seat gets the message; the seat's lock is waited for this long.
+    on_paste: Callable[[], None] | None = None
+    note_box_text: bool = True
+    idle_only: bool = False
+    lock_timeout: float = LOCK_TIMEOUT
 
 
 def deliver(ctx: Context, seat: Seat, sender: str, text: str) -> Delivery:
@@ -231,10 +243,10 @@ def deliver(ctx: Context, seat: Seat, sender: str, text: str) -> Delivery:
     statedir.ensure_state_dir(ctx.team.base_dir, ctx.team.name)
     statedir.ensure_dir(say_dir(ctx.team))
     try:
-        with signals_raise(), seat_lock(ctx.team, seat.role):
+        with signals_raise(), seat_lock(ctx.team, seat.role, timeout=ctx.lock_timeout):
             return _deliver_locked(ctx, seat, sender, text)
     except SeatRefusal as exc:
-        return Delivery(seat.role, Result.REFUSED, str(exc))
+        return Delivery(seat.role, Result.REFUSED, str(exc), waitable=isinstance(exc, SeatNotReady))
     except Interrupted as exc:  # while waiting for the lock, or attaching: nothing typed
         return Delivery(seat.role, Result.REFUSED, f"say was stopped by {exc}", interrupted=True)
 
@@ -242,12 +254,12 @@ def deliver(ctx: Context, seat: Seat, sender: str, text: str) -> Delivery:
 def _attach(ctx: Context, seat: Seat) -> _Pane:
     row = seatpane.pane_of_session(ctx.panes, seat.session)
     if row is None:
-        raise SeatRefusal(f"the seat is down (no tmux session {seat.session} on {ctx.server.describe()})")
+        raise SeatNotReady(f"the seat is down (no tmux session {seat.session} on {ctx.server.describe()})")
     if row.dead:
-        raise SeatRefusal("the seat is down (its pane's process exited)")
+        raise SeatNotReady("the seat is down (its pane's process exited)")
     agent = seatpane.foreground_agent(row.pane_pid)
     if agent is None:
-        raise SeatRefusal(
+        raise SeatNotReady(
             "the pane is not running Claude Code in its foreground (a shell?): the text would run as a command"
         )
     recogniser = ctx.recogniser or recogniser_for(agent.name, agent.version, exe=agent.exe)
@@ -266,24 +278,30 @@ def _deliver_locked(ctx: Context, seat: Seat, sender: str, text: str) -> Deliver
     try:
         with signals_raise():
             reading = _checked(pane, grower, _ready_verdict, wait_for=None)
+            if reading.state is ScreenState.BOX_TEXT and not ctx.note_box_text:
+                raise SeatNotReady("the input box holds text (someone typing, or an earlier message not sent)")
             if reading.state is ScreenState.BOX_TEXT:
                 klass = refusals.register(
                     ctx.team.state_dir, say_dir(ctx.team), sender=sender, role=seat.role, text=text
                 )
                 if klass is refusals.RefusalClass.BOX_TEXT_REPEAT:
-                    raise SeatRefusal(
+                    raise SeatNotReady(
                         "the input box already holds text, and this same text was refused for it within "
                         f"{refusals.resend_window()} seconds: stop resending it and do not loop; someone must "
                         "attach and deal with the box first"
                     )
-                raise SeatRefusal(
+                raise SeatNotReady(
                     "the input box already holds text (someone typing, or an earlier message not sent): attach, "
                     f"deal with it, and send again (or ./fabrikito flush {seat.role} if say left it)"
                 )
             if reading.state is not ScreenState.READY:
                 reason = reading.reason or "screen not recognised as ready"
-                raise SeatRefusal(f"{reason} ({reading.detail})" if reading.detail else reason)
+                raise SeatNotReady(f"{reason} ({reading.detail})" if reading.detail else reason)
+            if ctx.idle_only and reading.busy:
+                raise SeatNotReady("the seat is busy with a turn (a queued message waits, to arrive as its own turn)")
             refusals.clear(say_dir(ctx.team), seat.role)
+            if ctx.on_paste is not None:
+                ctx.on_paste()
             _write_paste_record(ctx.team, seat.role, sender, label, text)
             typed = True
             ctx.trace(f"{seat.role}: box ready{' (busy)' if reading.busy else ''}; pasting the label")
@@ -442,6 +460,7 @@ def run_say(
     out: Callable[[str], None],
     err: Callable[[str], None],
     trace: Callable[[str], None] = no_trace,
+    expire: float | None = None,
 ) -> int:
     """The command ``say``: returns its exit status, and writes exactly one log line.
 
@@ -450,6 +469,10 @@ def run_say(
     unset).  Every way out, a refusal, an error or a signal, goes through
     :func:`~fabrikito.delivery.oneline.guarded`, which writes the line if the
     command has not.
+
+    With ``expire`` (seconds: ``say --queue``), a seat refused for its state
+    gets the message queued instead (:mod:`fabrikito.delivery.queue`), which
+    logs one line per seat.
     """
     line = OneLine(team.log_path, target, "", msglog.Outcome.NOT_DELIVERED, sender=env_role or UNKNOWN_SENDER)
 
@@ -458,7 +481,7 @@ def run_say(
 
     def run() -> int:
         line.message = text if isinstance(text, str) else text()
-        return _run_say(team, server, target, line, env_role=env_role, out=out, err=err, trace=trace)
+        return _run_say(team, server, target, line, env_role=env_role, out=out, err=err, trace=trace, expire=expire)
 
     return guarded(line, run, stopped=stopped)
 
@@ -473,6 +496,7 @@ def _run_say(
     out: Callable[[str], None],
     err: Callable[[str], None],
     trace: Callable[[str], None],
+    expire: float | None = None,
 ) -> int:
     from fabrikito.delivery.identity import IdentityRefused
 
@@ -495,7 +519,7 @@ def _run_say(
     unsafe = unsafe_characters(text)
     if unsafe is not None:
         return _refused(line, unsafe, err)
-    if not server_up:
+    if not server_up and expire is None:  # with --queue every seat is down, and the message waits
         return _refused(
             line,
             f"the team's {server.describe()} is not running, so every seat is down: start the team with ./fabrikito up",
@@ -511,12 +535,18 @@ def _run_say(
         err(f"not sent: {unsafe_log}.")
         err(f"the record could not be written to {line.log_path}, so nothing was delivered.")
         return EXIT_LOG_FAILED
-    ctx = Context(team=team, server=server, panes=panes or [], trace=trace)
+    ctx = Context(team=team, server=server, panes=panes or [], trace=trace, note_box_text=expire is None)
     results: list[Delivery] = []
+    if expire is not None:
+        from fabrikito.delivery import queue
     for seat in seats:
-        results.append(deliver(ctx, seat, line.sender, text))
+        held = queue.behind_earlier(team, seat.role) if expire is not None else None
+        results.append(held if held is not None else deliver(ctx, seat, line.sender, text))
         if results[-1].interrupted:
             break
+    if expire is not None:
+        line.written = True  # say --queue logs one line per seat itself (queued, or what became of it)
+        return queue.after_say(team, line.sender, target, text, results, expire=expire, out=out, err=err)
     all_delivered = all(r.result is Result.DELIVERED for r in results)
     write_error = line.write(msglog.Outcome.DELIVERED if all_delivered else msglog.Outcome.NOT_DELIVERED)
     for r in results:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 from fabrikito.base import procs
@@ -231,3 +231,63 @@ def registry_entry(pid: int) -> dict[str, Any] | None:
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None
+
+
+def look_panes(server: Server, pane_ids: Sequence[str]) -> dict[str, Look]:
+    """The state and screen of every pane in ``pane_ids``, in **one** tmux call.
+
+    Each pane gets a ``display-message`` line (a random marker, then the
+    fields :func:`look` reads) followed by its
+    ``capture-pane -p -e``.  A pane that vanished makes tmux fail the chain;
+    then each pane is looked at on its own, and one that cannot be read is
+    left out of the answer.  Read-only: nothing is typed.
+    """
+    if not pane_ids:
+        return {}
+    marker = f"@fabrikito-look-{os.urandom(8).hex()}"
+    fmt = SEP.join("#{" + f + "}" for f in SNAP_FIELDS)
+    args: list[str] = []
+    for pane in pane_ids:
+        if args:
+            args.append(";")
+        args += ["display-message", "-p", "-t", pane, marker + SEP + fmt]
+        args += [";", "capture-pane", "-p", "-e", "-t", pane]
+    try:
+        out = server.run(*args)
+    except TmuxError:
+        found: dict[str, Look] = {}
+        for pane in pane_ids:
+            try:
+                found[pane] = look(server, pane)
+            except TmuxError:
+                continue
+        return found
+    return parse_looks(out, marker, pane_ids)
+
+
+def parse_looks(out: str, marker: str, pane_ids: Sequence[str]) -> dict[str, Look]:
+    """Split the output of :func:`look_panes` into one :class:`Look` per pane."""
+    wanted = set(pane_ids)
+    found: dict[str, Look] = {}
+    head: dict[str, str] | None = None
+    screen: list[str] = []
+
+    def flush() -> None:
+        if head is None:
+            return
+        look = look_from(head, "\n".join(screen) + ("\n" if screen else ""))
+        if look is not None and look.pane_id in wanted:
+            found[look.pane_id] = look
+
+    for line in out.split("\n"):
+        if line.startswith(marker + SEP):
+            flush()
+            values = line[len(marker) + 1 :].split(SEP)
+            head = dict(zip(SNAP_FIELDS, values, strict=False)) if len(values) == len(SNAP_FIELDS) else None
+            screen = []
+        elif head is not None:
+            screen.append(line)
+    if screen and screen[-1] == "":
+        screen.pop()
+    flush()
+    return found

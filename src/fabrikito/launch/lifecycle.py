@@ -236,7 +236,7 @@ def _start(run: _Run, seat: Seat) -> _Waiting | None:
 
 def _wait_and_kickoff(run: _Run, waiting: list[_Waiting]) -> None:
     """One loop for every seat: a single tmux call per round reads all their screens."""
-    from fabrikito.launch.status import look_panes
+    from fabrikito.delivery.seatpane import look_panes
 
     pending = {w.pane: w for w in waiting}
     ready: list[_Waiting] = []

@@ -36,6 +36,7 @@ from fabrikito.base.errors import TmuxError
 from fabrikito.base.tmux import Server
 from fabrikito.base.values import frozen
 from fabrikito.delivery import seatpane
+from fabrikito.delivery.seatpane import look_panes
 from fabrikito.log import msglog
 from fabrikito.screen import BoxReading, ScreenState, recogniser_for
 from fabrikito.team.teamfile import Seat, Team
@@ -115,70 +116,6 @@ class Status:
 
 
 # -- reading panes ---------------------------------------------------------------
-
-
-def look_panes(server: Server, pane_ids: Sequence[str]) -> dict[str, seatpane.Look]:
-    """The state and screen of every pane in ``pane_ids``, in **one** tmux call.
-
-    Each pane gets a ``display-message`` line (a random marker, then the
-    fields :func:`fabrikito.delivery.seatpane.look` reads) followed by its
-    ``capture-pane -p -e``.  A pane that vanished makes tmux fail the chain;
-    then each pane is looked at on its own, and one that cannot be read is
-    left out of the answer.  Read-only: nothing is typed.
-    """
-    if not pane_ids:
-        return {}
-    marker = f"@fabrikito-look-{os.urandom(8).hex()}"
-    fmt = seatpane.SEP.join("#{" + f + "}" for f in seatpane.SNAP_FIELDS)
-    args: list[str] = []
-    for pane in pane_ids:
-        if args:
-            args.append(";")
-        args += ["display-message", "-p", "-t", pane, marker + seatpane.SEP + fmt]
-        args += [";", "capture-pane", "-p", "-e", "-t", pane]
-    try:
-        out = server.run(*args)
-    except TmuxError:
-        found: dict[str, seatpane.Look] = {}
-        for pane in pane_ids:
-            try:
-                found[pane] = seatpane.look(server, pane)
-            except TmuxError:
-                continue
-        return found
-    return parse_looks(out, marker, pane_ids)
-
-
-def parse_looks(out: str, marker: str, pane_ids: Sequence[str]) -> dict[str, seatpane.Look]:
-    """Split the output of :func:`look_panes` into one :class:`~fabrikito.delivery.seatpane.Look` per pane."""
-    wanted = set(pane_ids)
-    found: dict[str, seatpane.Look] = {}
-    head: dict[str, str] | None = None
-    screen: list[str] = []
-
-    def flush() -> None:
-        if head is None:
-            return
-        look = seatpane.look_from(head, "\n".join(screen) + ("\n" if screen else ""))
-        if look is not None and look.pane_id in wanted:
-            found[look.pane_id] = look
-
-    for line in out.split("\n"):
-        if line.startswith(marker + seatpane.SEP):
-            flush()
-            values = line[len(marker) + 1 :].split(seatpane.SEP)
-            head = (
-                dict(zip(seatpane.SNAP_FIELDS, values, strict=False))
-                if len(values) == len(seatpane.SNAP_FIELDS)
-                else None
-            )
-            screen = []
-        elif head is not None:
-            screen.append(line)
-    if screen and screen[-1] == "":
-        screen.pop()
-    flush()
-    return found
 
 
 def plain_text(ansi: str) -> str:

@@ -85,6 +85,11 @@ class Outcome(StrEnum):
     FLUSHED = "FLUSHED"
     NOT_FLUSHED = "NOT-FLUSHED"
     FLUSH_NOTHING = "FLUSH-NOTHING"
+    QUEUED = "QUEUED"
+    EXPIRED = "EXPIRED"
+    UNCERTAIN = "UNCERTAIN"
+    DROPPED = "DROPPED"
+    SET_ASIDE = "SET-ASIDE"
 
 
 class LogWriteError(FabrikitoError):

@@ -1,0 +1,502 @@
+"""The delivery queue: messages that wait for a seat's box, as files under ``.state/<team>/queue/``.
+
+``say --queue`` queues a message a seat refused for its state (text in the
+box, a dialog, copy mode, another ``say`` holding the lock, a seat down or
+busy starting): one file per message in ``queue/<role>/`` (0700 directories,
+0600 files, written to a temporary file and renamed, never through a link).
+The delivery worker (:mod:`fabrikito.delivery.worker`) types them, oldest
+first, through the same engine as ``say``.
+
+A message's file carries its state, and the state is what makes a crash safe
+(docs/decisions.md has the reasoning):
+
+``pending``    waits; the worker may type it.
+``typing``     written (and synced) right before the first paste; a worker that
+               starts and finds one cannot know whether it went, so it marks it
+               ``uncertain`` and never pastes it again.
+``delivered``  the Enter landed; the log line is written, then the file removed.
+``uncertain``  pasted, fate unknown (or typed and not submitted): kept for
+               ``status`` until dropped; a fragment in the box is for ``flush``.
+``expired``    its time ran out before its seat was ready: nothing was typed.
+
+Enqueueing, dropping and the worker's ``pending`` → ``typing`` step take the
+seat's queue lock (``queue/<role>/.lock``), so a message is never typed after
+it was dropped, and the cap of 50 waiting messages a seat holds.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import fcntl
+import json
+import os
+import re
+import stat
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from fabrikito.base import statedir
+from fabrikito.base.errors import FabrikitoError, StateFileError, UsageError
+from fabrikito.log import msglog
+from fabrikito.team.teamfile import Team
+
+if TYPE_CHECKING:
+    from fabrikito.delivery.say import Delivery
+
+MAX_WAITING = 50
+DEFAULT_EXPIRE = 30 * 60.0
+MAX_EXPIRE = 24 * 3600.0
+FORMAT = 1
+ASIDE = "aside"
+LOCK = ".lock"
+NAME = re.compile(r"(\d{19})-([0-9a-f]{8})\.json")
+ID = re.compile(r"([a-z][a-z0-9_]*)-([0-9a-f]{8})")
+STALE_TMP = 60.0
+
+
+class State(StrEnum):
+    PENDING = "pending"
+    TYPING = "typing"
+    DELIVERED = "delivered"
+    UNCERTAIN = "uncertain"
+    EXPIRED = "expired"
+
+
+WAITING = (State.PENDING, State.TYPING)
+
+
+class QueueFull(FabrikitoError):
+    """The seat already has 50 messages waiting."""
+
+
+class Damaged(Exception):
+    """A file in the queue that is not a message this queue wrote (its text says why)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    id: str
+    role: str
+    sender: str
+    text: str
+    queued: float  # epoch seconds
+    expires: float
+    state: State
+    reason: str  # why it was queued (the refusal), or what became of it
+    path: Path
+
+    def moved(self, state: State, reason: str | None = None) -> Message:
+        return dataclasses.replace(self, state=state, reason=self.reason if reason is None else reason)
+
+
+@dataclass(frozen=True, slots=True)
+class Scan:
+    """What the queue holds: each seat's messages oldest first, and what does not belong there."""
+
+    messages: dict[str, list[Message]]
+    damaged: list[tuple[Path, str]]
+
+    def waiting(self, role: str) -> list[Message]:
+        return [m for m in self.messages.get(role, []) if m.state in WAITING]
+
+
+# -- places -----------------------------------------------------------------------
+
+
+def queue_dir(team: Team) -> Path:
+    return team.state_dir / "queue"
+
+
+def seat_dir(team: Team, role: str) -> Path:
+    return queue_dir(team) / role
+
+
+def aside_dir(team: Team) -> Path:
+    return queue_dir(team) / ASIDE
+
+
+def ensure_seat_dir(team: Team, role: str) -> Path:
+    statedir.ensure_state_dir(team.base_dir, team.name)
+    statedir.ensure_dir(queue_dir(team))
+    return statedir.ensure_dir(seat_dir(team, role))
+
+
+def sync_dir(path: Path) -> None:
+    """Make a rename or unlink in ``path`` survive a power cut."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+@contextmanager
+def seat_queue_lock(team: Team, role: str) -> Iterator[None]:
+    fd = statedir.open_plain(ensure_seat_dir(team, role) / LOCK, os.O_RDWR | os.O_CREAT)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+# -- one file -----------------------------------------------------------------------
+
+
+def encode(msg: Message) -> bytes:
+    record = {
+        "format": FORMAT,
+        "id": msg.id,
+        "role": msg.role,
+        "sender": msg.sender,
+        "text": msg.text,
+        "queued": msg.queued,
+        "expires": msg.expires,
+        "state": msg.state.value,
+        "reason": msg.reason,
+    }
+    return json.dumps(record, ensure_ascii=False).encode("utf-8", "surrogateescape")
+
+
+def decode(path: Path, data: bytes, role: str) -> Message:
+    """The message in ``data`` (the file ``path`` of seat ``role``), or :class:`Damaged`."""
+    match = NAME.fullmatch(path.name)
+    if match is None:
+        raise Damaged("its name is not one the queue gives")
+    try:
+        record = json.loads(data.decode("utf-8", "surrogateescape"))
+    except ValueError:
+        raise Damaged("it is not the queue's JSON") from None
+    if not isinstance(record, dict) or record.get("format") != FORMAT:
+        raise Damaged("it is not a message in the queue's format")
+    try:
+        msg = Message(
+            id=_str(record, "id"),
+            role=_str(record, "role"),
+            sender=_str(record, "sender"),
+            text=_str(record, "text"),
+            queued=float(record["queued"]),
+            expires=float(record["expires"]),
+            state=State(record["state"]),
+            reason=_str(record, "reason"),
+            path=path,
+        )
+    except (KeyError, TypeError, ValueError):
+        raise Damaged("a field is missing or of the wrong kind") from None
+    if msg.role != role or msg.id != f"{role}-{match.group(2)}":
+        raise Damaged(f"it names another seat or id ({msg.role}, {msg.id})")
+    return msg
+
+
+def _str(record: dict[str, object], key: str) -> str:
+    value = record[key]
+    if not isinstance(value, str):
+        raise TypeError(key)
+    return value
+
+
+def write(msg: Message) -> None:
+    """Rewrite the message's file atomically and durably (file and directory synced)."""
+    statedir.write_atomic(msg.path, encode(msg))
+    sync_dir(msg.path.parent)
+
+
+def remove(msg: Message) -> None:
+    statedir.remove_quietly(msg.path)
+    sync_dir(msg.path.parent)
+
+
+def read(path: Path, role: str) -> Message:
+    """Read one message file: :class:`Damaged` for anything but a plain file of ours holding one."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        raise
+    if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
+        raise Damaged("it is not a plain file with one name (a link, a FIFO or a directory)")
+    if st.st_uid != os.getuid():
+        raise Damaged(f"it belongs to another user (uid {st.st_uid})")
+    try:
+        data = statedir.read_plain(path)
+    except StateFileError as exc:
+        raise Damaged(exc.message) from None
+    if data is None:
+        raise FileNotFoundError(path)
+    return decode(path, data, role)
+
+
+# -- reading the whole queue -------------------------------------------------------
+
+
+def scan(team: Team, roles: list[str] | None = None) -> Scan:
+    """Every message, per seat oldest first; damaged and foreign entries listed, not touched."""
+    messages: dict[str, list[Message]] = {}
+    damaged: list[tuple[Path, str]] = []
+    top = queue_dir(team)
+    try:
+        entries = sorted(os.listdir(top))
+    except (FileNotFoundError, NotADirectoryError):
+        return Scan(messages, damaged)
+    known = set(team.roles)
+    for entry in entries:
+        path = top / entry
+        if entry == ASIDE:
+            continue
+        if entry not in known:
+            damaged.append((path, f"no seat '{entry}' in the team"))
+            continue
+        if roles is not None and entry not in roles:
+            continue
+        if not stat.S_ISDIR(os.lstat(path).st_mode):
+            damaged.append((path, "a seat's queue must be a directory (this is a file or a link)"))
+            continue
+        messages[entry] = _scan_seat(path, entry, damaged)
+    return Scan(messages, damaged)
+
+
+def _scan_seat(path: Path, role: str, damaged: list[tuple[Path, str]]) -> list[Message]:
+    found = []
+    now = time.time()
+    for name in sorted(os.listdir(path)):
+        if name == LOCK:
+            continue
+        file = path / name
+        if name.startswith(".") and name.endswith(".tmp"):
+            # a rewrite a crash interrupted: the message's own file is intact
+            _remove_stale_tmp(file, now)
+            continue
+        try:
+            found.append(read(file, role))
+        except FileNotFoundError:
+            continue
+        except Damaged as exc:
+            damaged.append((file, str(exc)))
+    return found
+
+
+def _remove_stale_tmp(path: Path, now: float) -> None:
+    try:
+        if now - os.lstat(path).st_mtime > STALE_TMP:
+            os.unlink(path)
+    except OSError:
+        pass
+
+
+def find(team: Team, msg_id: str) -> Message | None:
+    match = ID.fullmatch(msg_id)
+    if match is None or team.seat(match.group(1)) is None:
+        return None
+    role = match.group(1)
+    for msg in scan(team, [role]).messages.get(role, []):
+        if msg.id == msg_id:
+            return msg
+    return None
+
+
+# -- changes ------------------------------------------------------------------------
+
+
+def enqueue(team: Team, role: str, sender: str, text: str, *, expire: float, reason: str) -> Message:
+    """Add a message at the end of ``role``'s queue; :class:`QueueFull` at 50 waiting."""
+    with seat_queue_lock(team, role):
+        held = scan(team, [role]).messages.get(role, [])
+        waiting = [m for m in held if m.state in WAITING]
+        if len(waiting) >= MAX_WAITING:
+            raise QueueFull(
+                f"{role} already has {MAX_WAITING} messages waiting (the most a seat queues): "
+                f"see ./fabrikito queue {role}, and send again once it has taken some"
+            )
+        last = max((int(NAME.fullmatch(m.path.name).group(1)) for m in held), default=0)  # type: ignore[union-attr]
+        stamp = max(time.time_ns(), last + 1)
+        tail = os.urandom(4).hex()
+        now = time.time()
+        msg = Message(
+            id=f"{role}-{tail}",
+            role=role,
+            sender=sender,
+            text=text,
+            queued=now,
+            expires=now + expire,
+            state=State.PENDING,
+            reason=reason,
+            path=seat_dir(team, role) / f"{stamp:019d}-{tail}.json",
+        )
+        write(msg)
+        return msg
+
+
+def claim(team: Team, msg: Message) -> Message:
+    """``pending`` → ``typing``, under the seat's queue lock, before the first paste.
+
+    Raises :class:`Gone` when the message was dropped (or is no longer pending).
+    """
+    with seat_queue_lock(team, msg.role):
+        try:
+            now = read(msg.path, msg.role)
+        except (FileNotFoundError, Damaged):
+            raise Gone(f"{msg.id} is no longer in the queue (dropped?)") from None
+        if now.state is not State.PENDING:
+            raise Gone(f"{msg.id} is {now.state.value}, not pending")
+        typing = now.moved(State.TYPING)
+        write(typing)
+        return typing
+
+
+class Gone(Exception):
+    """The message changed under the worker (dropped by someone)."""
+
+
+def drop(team: Team, msg_id: str, *, by: str) -> Message:
+    """Remove one message (waiting, uncertain or expired) and log it; a message being typed is refused."""
+    match = ID.fullmatch(msg_id)
+    if match is None or team.seat(match.group(1)) is None:
+        raise UsageError(f"'{msg_id}' is not a queued message's id (see ./fabrikito queue)")
+    with seat_queue_lock(team, match.group(1)):
+        msg = find(team, msg_id)
+        if msg is None:
+            raise UsageError(
+                f"no message {msg_id} in the queue (delivered, or dropped already?): see ./fabrikito queue"
+            )
+        if msg.state is State.TYPING:
+            raise FabrikitoError(
+                f"{msg_id} is being typed into {msg.role} right now: it cannot be dropped", exit_code=3
+            )
+        remove(msg)
+    if msg.state in WAITING:
+        log(team, msg, msglog.Outcome.DROPPED, f"dropped by {by}")
+    return msg
+
+
+# -- the log ------------------------------------------------------------------------
+
+
+def log(team: Team, msg: Message, outcome: msglog.Outcome, note: str = "") -> str | None:
+    """Append the message's log line; the message field starts with ``[queued <id>…]``.
+
+    Returns why the line could not be written, or ``None``.
+    """
+    head = f"[queued {msg.id}{', ' + note if note else ''}] "
+    return _log_plain(team, msg.sender, msg.role, outcome, head + msglog.body_for(msg.sender, msg.role, msg.text))
+
+
+def log_set_aside(team: Team, path: Path, moved_to: Path, why: str) -> None:
+    role = path.parent.name if path.parent != queue_dir(team) else path.name
+    body = f"[queue file set aside: {path.name}: {why}; now {moved_to}]"
+    try:
+        msglog.append_checked(team.log_path, msglog.format_line(time.time(), "?", role, msglog.Outcome.SET_ASIDE, body))
+    except (OSError, FabrikitoError):
+        pass
+
+
+def set_aside(team: Team, path: Path, why: str) -> Path:
+    """Move a damaged or foreign entry to ``queue/aside/`` (renamed, never followed) and log it."""
+    statedir.ensure_dir(aside_dir(team))
+    target = aside_dir(team) / f"{time.strftime('%Y%m%dT%H%M%S')}-{path.parent.name}-{path.name}"
+    os.rename(path, target)
+    log_set_aside(team, path, target, why)
+    return target
+
+
+def waited(seconds: float) -> str:
+    """``42s``, ``3m05s``, ``2h01m``."""
+    s = max(0, int(seconds))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s // 3600}h{s % 3600 // 60:02d}m"
+
+
+def parse_duration(text: str) -> float:
+    """``--expire``: ``90s``, ``30m``, ``2h``, ``1h30m`` or plain seconds; more than 0, at most 24 hours."""
+    raw = text.strip().lower()
+    match = re.fullmatch(r"(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s?)?", raw)
+    if not raw or match is None:
+        raise UsageError(f"--expire {text!r}: give a duration such as 90s, 30m, 2h or 1h30m")
+    hours, minutes, seconds = (int(g) if g else 0 for g in match.groups())
+    total = hours * 3600.0 + minutes * 60.0 + seconds
+    if total <= 0:
+        raise UsageError(f"--expire {text!r}: the duration must be more than 0")
+    if total > MAX_EXPIRE:
+        raise UsageError(f"--expire {text!r}: a message waits at most 24 hours (24h)")
+    return total
+
+
+Printer = Callable[[str], None]
+
+
+# -- say --queue ---------------------------------------------------------------------
+
+
+def behind_earlier(team: Team, role: str) -> Delivery | None:
+    """A refusal to try at once when earlier messages wait for ``role`` (first in, first out)."""
+    from fabrikito.delivery.say import Delivery, Result
+
+    count = len(scan(team, [role]).waiting(role))
+    if not count:
+        return None
+    return Delivery(
+        role, Result.REFUSED, f"{count} earlier message{'s' if count > 1 else ''} wait for this seat", waitable=True
+    )
+
+
+def after_say(
+    team: Team,
+    sender: str,
+    target: str,
+    text: str,
+    results: list[Delivery],
+    *,
+    expire: float,
+    out: Printer,
+    err: Printer,
+) -> int:
+    """``say --queue`` after its attempt: queue what the seats' state refused, log one line per seat, print."""
+    from fabrikito.delivery import say
+
+    code = say.EXIT_DELIVERED
+    queued = False
+    failed_log: list[str] = []
+    del target  # one line per seat: a line to sec keeps no body
+    for r in results:
+        if r.result is say.Result.REFUSED and r.waitable and not r.interrupted:
+            try:
+                msg = enqueue(team, r.role, sender, text, expire=expire, reason=r.reason)
+            except (QueueFull, StateFileError, OSError) as exc:
+                why = exc.message if isinstance(exc, FabrikitoError) else str(exc)
+                problem = _log_plain(
+                    team, sender, r.role, msglog.Outcome.NOT_DELIVERED, msglog.body_for(sender, r.role, text)
+                )
+                err(f"not sent to {r.role} and not queued: {why}. Nothing was typed.")
+                code = max(code, say.EXIT_REFUSED)
+            else:
+                queued = True
+                problem = log(team, msg, msglog.Outcome.QUEUED)
+                out(f"queued {msg.id} for {r.role} (waits: {r.reason}; expires in {waited(expire)})")
+        else:
+            outcome = msglog.Outcome.DELIVERED if r.result is say.Result.DELIVERED else msglog.Outcome.NOT_DELIVERED
+            problem = _log_plain(team, sender, r.role, outcome, msglog.body_for(sender, r.role, text))
+            say_code = say.EXIT_DELIVERED if r.result is say.Result.DELIVERED else say._exit_code([r])
+            code = max(code, say_code)
+            say._report(r, out, err)
+        if problem is not None:
+            failed_log.append(problem)
+    if queued:
+        from fabrikito.delivery import worker
+
+        worker.ensure_running(team)
+    if failed_log:
+        err(f"the record could not be written to {team.log_path}: {failed_log[0]}")
+        return say.EXIT_LOG_FAILED
+    return code
+
+
+def _log_plain(team: Team, sender: str, role: str, outcome: msglog.Outcome, body: str) -> str | None:
+    from fabrikito.delivery import say
+
+    return say._append(team.log_path, sender, role, outcome, body)
