@@ -107,6 +107,11 @@ def test_outcome_values() -> None:
         "FLUSHED",
         "NOT-FLUSHED",
         "FLUSH-NOTHING",
+        "QUEUED",
+        "EXPIRED",
+        "UNCERTAIN",
+        "DROPPED",
+        "SET-ASIDE",
     ]
 
 

@@ -195,6 +195,8 @@ def up(
             waiting.append(started)
     if waiting:
         _wait_and_kickoff(run, waiting)
+    if server is None or server == team.server():
+        _start_worker(team, out)
     ordered = tuple(run.results[s.role] for s in seats if s.role in run.results)
     return UpResult(seats=ordered)
 
@@ -458,6 +460,18 @@ def _log(team: Team, sender: str, role: str, outcome: msglog.Outcome, text: str)
     return ""
 
 
+def _start_worker(team: Team, out: Callable[[str], None]) -> None:
+    """The team's delivery worker (``say --queue``), after the kickoffs so they go first."""
+    from fabrikito.delivery import worker
+
+    try:
+        started = worker.ensure_running(team)
+    except (OSError, FabrikitoError) as exc:
+        out(f"the delivery worker could not be started ({exc}): queued messages wait until it runs")
+        return
+    out("delivery worker: started" if started else "delivery worker: already running")
+
+
 # -- down -------------------------------------------------------------------------------
 
 
@@ -474,6 +488,11 @@ def down(
 
     seats = select_seats(team, roles)
     srv = team.server() if server is None else server
+    if not roles:
+        from fabrikito.delivery import worker
+
+        if worker.read_info(team).running:
+            out(worker.stop(team))
     rows, running = list_panes(srv)
     if not running:
         out(f"no seat is up ({srv.describe()} is not running)")

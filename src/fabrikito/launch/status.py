@@ -35,7 +35,7 @@ from pathlib import Path
 from fabrikito.base.errors import TmuxError
 from fabrikito.base.tmux import Server
 from fabrikito.base.values import frozen
-from fabrikito.delivery import seatpane
+from fabrikito.delivery import queueview, seatpane
 from fabrikito.delivery.seatpane import look_panes
 from fabrikito.log import msglog
 from fabrikito.screen import BoxReading, ScreenState, recogniser_for
@@ -113,6 +113,7 @@ class Status:
     notices: tuple[Notice, ...]
     tmux_calls: int
     server_running: bool
+    queue: queueview.Overview | None = None  # the delivery worker and what waits (say --queue)
 
 
 # -- reading panes ---------------------------------------------------------------
@@ -254,7 +255,14 @@ def collect(team: Team, *, server: Server | None = None, screens: bool = True) -
         )
     found = refusals.notices(team.state_dir / "say", list(team.roles))  # say's records (say.say_dir)
     notices = tuple(Notice(role=n.role, count=n.count, last=n.last) for n in found)
-    return Status(team=team, seats=tuple(seats), notices=notices, tmux_calls=calls, server_running=running)
+    return Status(
+        team=team,
+        seats=tuple(seats),
+        notices=notices,
+        tmux_calls=calls,
+        server_running=running,
+        queue=queueview.collect(team),
+    )
 
 
 def seat_state(
@@ -373,7 +381,19 @@ def render(status: Status, *, today: str | None = None) -> str:
         seat = team.seat(notice.role)
         attach = attach_command(team, seat) if seat is not None else "attach to it"
         lines.append(notice_line(notice, attach))
+    if status.queue is not None:
+        lines += queue_lines(status.queue)
     return "\n".join(lines)
+
+
+def queue_lines(view: queueview.Overview) -> list[str]:
+    """The delivery worker, each seat's waiting messages (how many, the oldest's age, why), the queue's notices."""
+    w = view.worker
+    lines = [f"delivery worker: running (pid {w.pid})" if w.running else "delivery worker: not running"]
+    for q in view.seats:
+        oldest = queueview.age(q.oldest or 0)
+        lines.append(f"queued for {q.role}: {q.waiting} waiting, the oldest for {oldest} ({q.why})")
+    return lines + list(view.notices)
 
 
 def to_json(status: Status) -> dict[str, Any]:
@@ -398,4 +418,16 @@ def to_json(status: Status) -> dict[str, Any]:
             for s in status.seats
         ],
         "notices": [{"role": n.role, "count": n.count, "last": msglog.local_time(n.last)} for n in status.notices],
+        "queue": None if status.queue is None else queue_json(status.queue),
+    }
+
+
+def queue_json(view: queueview.Overview) -> dict[str, Any]:
+    return {
+        "worker": {"running": view.worker.running, "pid": view.worker.pid},
+        "seats": [
+            {"role": q.role, "waiting": q.waiting, "oldest_seconds": round(q.oldest or 0, 3), "why": q.why}
+            for q in view.seats
+        ],
+        "notices": list(view.notices),
     }
