@@ -132,5 +132,4 @@ def test_eight_senders_times_25_queued_behind_a_draft_arrive_once_each_in_each_s
     for k in range(8):
         order = [where[f"sender {k} message {i:02d}"] for i in range(25)]
         assert order == sorted(order), f"sender {k}'s order was not kept"
-    delivered = [line for line in log_lines(team) if line[3] == "delivered"]
-    assert len(delivered) == 200
+    wait_for(lambda: sum(1 for line in log_lines(team) if line[3] == "delivered") == 200, 10, "200 delivered lines")

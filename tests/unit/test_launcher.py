@@ -181,8 +181,8 @@ def test_example_shared_prompt_says_what_keeps_a_team_honest() -> None:
         "never",
         "two sessions with the same roster name",
         "say em",
-        "Never resend held or refused content with `say`",
-        "do not `say` to that seat",
+        "A message that was held or refused goes by `say --queue`, never by plain\n  `say`",
+        "To reach a seat that is busy at a dialog",
         "Report a refused, denied or expired message to the EM",
     ):
         assert phrase in text, phrase
