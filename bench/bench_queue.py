@@ -156,7 +156,8 @@ def main() -> None:
             f"| box ready → delivered, p99 | **{p99:.2f} s** | ≤ 1.5 s |",
             f"| not delivered within 30 s | {lost} | 0 |",
             f"| worker CPU, nothing queued ({IDLE_SECONDS:g} s) | **{cpu_idle:.2f} %** of a core | < 1 % |",
-            f"| worker CPU, a message waiting behind a draft in all {SEATS} boxes | {cpu_waiting:.2f} % of a core | - |",
+            f"| worker CPU, a message waiting behind a draft in all {SEATS} boxes "
+            f"| {cpu_waiting:.2f} % of a core | - |",
             f"| tmux calls per round, {SEATS} seats waiting | **{per_round:.2f}** (first round: {first_round}) | 1 |",
             "",
             "A trial: a draft goes into a seat's box, a message is queued for it and the worker woken; 0.3 s later",
