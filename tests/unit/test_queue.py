@@ -214,6 +214,21 @@ def test_damaged_and_foreign_files_are_set_aside_and_the_rest_delivered(tmp_path
     del good
 
 
+def test_a_queue_directory_that_is_a_link_is_set_aside_not_followed(tmp_path: Path) -> None:
+    team = _team(tmp_path)
+    elsewhere = tmp_path / "elsewhere"
+    (elsewhere / "dev").mkdir(parents=True)
+    team.state_dir.mkdir(parents=True)
+    os.symlink(elsewhere, queue.queue_dir(team))
+    with pytest.raises(Exception, match="symlink"):
+        queue.enqueue(team, "dev", "qa", "not through a link", expire=60, reason="box")
+    worker.Worker(team, FakeSeats(team)).round()
+    assert not os.path.lexists(queue.queue_dir(team))
+    assert os.listdir(elsewhere) == ["dev"]  # nothing written where the link pointed
+    assert [r.outcome for r in _records(team)] == ["SET-ASIDE"]
+    queue.enqueue(team, "dev", "qa", "now it queues", expire=60, reason="box")
+
+
 def test_a_message_dropped_while_the_worker_waits_to_paste_is_not_typed(tmp_path: Path) -> None:
     team = _team(tmp_path)
     first = queue.enqueue(team, "dev", "qa", "dropped", expire=60, reason="box")

@@ -239,6 +239,8 @@ def scan(team: Team, roles: list[str] | None = None) -> Scan:
     damaged: list[tuple[Path, str]] = []
     top = queue_dir(team)
     try:
+        if not stat.S_ISDIR(os.lstat(top).st_mode):
+            return Scan(messages, [(top, "the queue must be a real directory (this is a link or a file)")])
         entries = sorted(os.listdir(top))
     except (FileNotFoundError, NotADirectoryError):
         return Scan(messages, damaged)
@@ -255,7 +257,10 @@ def scan(team: Team, roles: list[str] | None = None) -> Scan:
         if not stat.S_ISDIR(os.lstat(path).st_mode):
             damaged.append((path, "a seat's queue must be a directory (this is a file or a link)"))
             continue
-        messages[entry] = _scan_seat(path, entry, damaged)
+        try:
+            messages[entry] = _scan_seat(path, entry, damaged)
+        except OSError as exc:
+            damaged.append((path, f"it cannot be read ({exc.strerror or exc})"))
     return Scan(messages, damaged)
 
 
@@ -395,8 +400,12 @@ def log_set_aside(team: Team, path: Path, moved_to: Path, why: str) -> None:
 
 def set_aside(team: Team, path: Path, why: str) -> Path:
     """Move a damaged or foreign entry to ``queue/aside/`` (renamed, never followed) and log it."""
-    statedir.ensure_dir(aside_dir(team))
-    target = aside_dir(team) / f"{time.strftime('%Y%m%dT%H%M%S')}-{path.parent.name}-{path.name}"
+    stamp = time.strftime("%Y%m%dT%H%M%S")
+    if path == queue_dir(team):  # the queue itself is a link or a file: nothing is created through it
+        target = team.state_dir / f"queue.set-aside-{stamp}"
+    else:
+        statedir.ensure_dir(aside_dir(team))
+        target = aside_dir(team) / f"{stamp}-{path.parent.name}-{path.name}"
     os.rename(path, target)
     log_set_aside(team, path, target, why)
     return target

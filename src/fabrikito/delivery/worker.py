@@ -286,7 +286,11 @@ def serve(worker: Worker, *, stop: Callable[[float], bool]) -> None:
     """Rounds until ``stop(timeout)`` (which waits up to ``timeout``) says to stop."""
     last: dict[str, str] | None = None
     while True:
-        waits = worker.round()
+        try:
+            waits = worker.round()
+        except Exception as exc:  # a state file or tmux failing in a new way: say so, keep serving
+            print(f"fabrikito worker: a round failed: {exc!r}", file=sys.stderr, flush=True)
+            waits = {"?": f"the worker's last round failed: {exc}"}
         if waits != last:
             _write_info(worker.team, waits)
             last = dict(waits)
@@ -426,6 +430,10 @@ def ensure_running(team: Team) -> bool:
 def stop(team: Team, *, timeout: float = 15.0) -> str:
     """End the team's worker (it finishes the message it is typing); what happened, for people."""
     found = read_info(team)
+    deadline = time.monotonic() + 2
+    while found.running and found.pid is None and time.monotonic() < deadline:  # starting: its pid comes next
+        time.sleep(0.05)
+        found = read_info(team)
     if not found.running or found.pid is None:
         return "the delivery worker was not running"
     os.kill(found.pid, signal.SIGTERM)
