@@ -33,7 +33,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "src")]
 from bench.bench_up import offline_team, stop  # noqa: E402 -- after the path is set
 from bench.report import write_section  # noqa: E402
 
-from fabrikito.delivery import queue, worker  # noqa: E402
+from fabrikito.delivery import queue, say, seatpane, worker  # noqa: E402
 from fabrikito.launch import lifecycle  # noqa: E402
 from fabrikito.offline import claude_setup  # noqa: E402
 from fabrikito.offline.standin import StandIn  # noqa: E402
@@ -85,6 +85,7 @@ def main() -> None:
         os.environ.pop(name, None)
     standin = StandIn().start()
     latencies: list[float] = []
+    direct: list[float] = []  # the engine alone (say.deliver in-process) into a ready, idle seat
     lost = 0
     try:
         with tempfile.TemporaryDirectory() as tmp:
@@ -135,6 +136,13 @@ def main() -> None:
                         latencies.append(time.monotonic() - t0)
                     else:
                         lost += 1
+                    other = team.seat(roles[(n + SEATS // 2) % SEATS])  # idle since its trial: the baseline
+                    assert other is not None
+                    ctx = say.Context(team=team, server=team.server(), panes=seatpane.list_panes(team.server()))
+                    t0 = time.monotonic()
+                    done = say.deliver(ctx, other, "owner", f"direct {n}")
+                    if done.result is say.Result.DELIVERED:
+                        direct.append(time.monotonic() - t0)
             finally:
                 worker.stop(team)
                 stop(team, home)
@@ -143,6 +151,8 @@ def main() -> None:
     latencies.sort()
     p50 = statistics.median(latencies)
     p99 = latencies[min(len(latencies) - 1, round(0.99 * (len(latencies) - 1)))]
+    base = statistics.median(direct)
+    load = os.getloadavg()[0]
     print(f"p50 {p50:.3f}s p99 {p99:.3f}s; idle {cpu_idle:.2f}% waiting {cpu_waiting:.2f}%; calls {per_round}")
     body = "\n".join(
         [
@@ -156,16 +166,20 @@ def main() -> None:
             f"| box ready → delivered, p50 ({len(latencies)} trials) | **{p50:.2f} s** | ≤ 0.5 s |",
             f"| box ready → delivered, p99 | **{p99:.2f} s** | ≤ 1.5 s |",
             f"| not delivered within 30 s | {lost} | 0 |",
+            f"| baseline: `say.deliver` alone into a ready seat, median ({len(direct)}, same run) "
+            f"| {base:.2f} s (queue p50 = {p50 / base:.1f}x) | - |",
             f"| worker CPU, nothing queued ({IDLE_SECONDS:g} s) | **{cpu_idle:.2f} %** of a core | < 1 % |",
             f"| worker CPU, a message waiting behind a draft in all {SEATS} boxes "
             f"| {cpu_waiting:.2f} % of a core | - |",
             f"| tmux calls per round, {SEATS} seats waiting | **{per_round:.2f}** (first round: {first_round}) | 1 |",
             "",
+            f"Load average during the run: {load:.1f} on {os.cpu_count()} CPUs (other work shares the machine).",
+            "",
             "A trial: a draft goes into a seat's box, a message is queued for it and the worker woken; 0.3 s later",
             "(the worker has looked and waits) the draft is cleared with `C-u`, and the clock runs from that key to",
             "the message's queue file being removed, which the worker does after the Enter landed (box seen empty",
             "again) and the delivered line was written. So the time holds Claude Code redrawing the box, the",
-            "worker's next round (every 0.1 s while a message waits) and a whole delivery by the engine of `say`",
+            "worker's next round (every 0.05 s while a message waits) and a whole delivery by the engine of `say`",
             "(label paste, check, message paste, check, Enter, check). With nothing queued the worker reads no",
             "screen: it sleeps until `say --queue` wakes it (`SIGUSR1`) or 5 s pass, then reads the queue's",
             "directories. While messages wait it reads every waiting seat's screen in one tmux call per round",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -129,7 +131,53 @@ def test_eight_senders_times_25_queued_behind_a_draft_arrive_once_each_in_each_s
         assert len(holding) == 1, f"{m!r} reached the model {len(holding)} times"
         assert f"[from live-test] {m}" in texts[holding[0]]
         where[m] = holding[0]
+    assert all(t.count("[from live-test] sender") <= 1 for t in texts)  # each its own turn
     for k in range(8):
         order = [where[f"sender {k} message {i:02d}"] for i in range(25)]
         assert order == sorted(order), f"sender {k}'s order was not kept"
     wait_for(lambda: sum(1 for line in log_lines(team) if line[3] == "delivered") == 200, 10, "200 delivered lines")
+
+
+def test_the_worker_killed_mid_delivery_loses_nothing_and_types_nothing_twice(
+    seat_factory: SeatFactory, standin: StandIn, tmux_server: Server, tmp_path: Path, workers: list[Path]
+) -> None:
+    seat = seat_factory.start("dev")
+    team = write_team(tmp_path / "team" / "team.toml", tmux_server, [seat])
+    workers.append(team)
+    loaded = teamfile.load(team)
+    draft = "hold on"
+    tmux_server.send_keys(seat.pane, draft, literal=True)
+    wait_for(lambda: draft in tmux_server.capture(seat.pane), 10, "the draft to show")
+    expected = [f"crash test message {i} " + "x" * 40 for i in range(6)]
+    for text in expected:
+        assert fabrikito("say", "--queue", "dev", text, team=team).returncode == 0
+    wait_for(lambda: worker.read_info(loaded).pid is not None, 10, "the worker")
+    pid = worker.read_info(loaded).pid
+    assert pid is not None
+    tmux_server.send_keys(seat.pane, "C-u")
+    wait_for(lambda: any(line[3] == "delivered" for line in log_lines(team)), 30, "the first delivery", lambda: "")
+    time.sleep(0.7)  # into the next deliveries
+    os.kill(pid, signal.SIGKILL)
+    time.sleep(0.5)
+    if "crash test" in tmux_server.capture(seat.pane).split("❯")[-1]:  # a fragment the kill left: flush's job
+        assert fabrikito("flush", "dev", team=team).returncode == 0
+    assert fabrikito("say", "--queue", "dev", "after the crash", team=team).returncode == 0  # starts a worker
+
+    def settled() -> bool:
+        lines = log_lines(team)
+        done = {line[4].split("] ", 1)[1] for line in lines if line[3] in ("delivered", "UNCERTAIN")}
+        return all(t in done for t in [*expected, "after the crash"])
+
+    wait_for(settled, 90, "every message delivered or marked uncertain", lambda: str(log_lines(team)))
+    lines = log_lines(team)
+    texts = standin.last_user_texts("dev")
+    for text in expected:
+        fates = [line[3] for line in lines if line[4].endswith("] " + text) and line[3] != "QUEUED"]
+        assert len(fates) == 1, (text, fates)  # one fate each: delivered, or uncertain (and kept in status)
+        arrived = [t for t in texts if text in t]
+        assert len(arrived) <= 1, f"{text!r} reached the model {len(arrived)} times"
+        if fates == ["delivered"]:
+            assert len(arrived) == 1
+    unsure = [line for line in lines if line[3] == "UNCERTAIN"]
+    status = fabrikito("status", team=team).stdout
+    assert status.count("NOTICE dev: queued message") == len(unsure), status

@@ -139,13 +139,15 @@ def test_the_worker_delivers_in_order_logs_how_long_each_waited_and_removes_the_
         queue.enqueue(team, "dev", "qa", f"m{i}", expire=60, reason="box")
     seats = FakeSeats(team)
     w = worker.Worker(team, seats)
+    assert w.round() == {"dev": "the seat is taking the message before"}  # one a round: each its own turn
+    assert w.round() == {"dev": "the seat is taking the message before"}
     assert w.round() == {}
     assert _seat_lines(team, "dev") == ["P m0", "E m0", "P m1", "E m1", "P m2", "E m2"]
     delivered = [r for r in _records(team) if r.outcome == "delivered"]
     assert [r.message.split(b"] ", 1)[1] for r in delivered] == [b"m0", b"m1", b"m2"]
     assert all(b", waited " in r.message for r in delivered)
     assert queue.scan(team).messages.get("dev") == []
-    assert seats.looks == [["dev"]]  # one look for every waiting seat
+    assert seats.looks == [["dev"]] * 3  # one look a round for every waiting seat
 
 
 def test_a_seat_that_is_not_ready_keeps_its_messages_and_says_why(tmp_path: Path) -> None:
@@ -242,7 +244,9 @@ def test_a_message_dropped_while_the_worker_waits_to_paste_is_not_typed(tmp_path
         return real(role, sender, text, on_paste)
 
     seats.deliver = drop_first  # type: ignore[method-assign]
-    worker.Worker(team, seats).round()
+    w = worker.Worker(team, seats)
+    w.round()
+    w.round()
     assert _seat_lines(team, "dev") == ["P kept", "E kept"]
 
 
@@ -306,7 +310,9 @@ def test_sigkill_at_random_points_loses_nothing_and_pastes_nothing_twice(tmp_pat
         batch += 1
         while any(queue.scan(team).waiting(r) for r in ROLES) and kills < 60:
             kills += _run_killed(team, pause=0.001, rng=rng)
-    worker.Worker(team, FakeSeats(team)).round()  # a clean restart settles what the last kill left
+    w = worker.Worker(team, FakeSeats(team))  # a clean restart settles what the last kill left
+    while any(queue.scan(team).waiting(r) for r in ROLES):
+        w.round()
 
     found = queue.scan(team)
     uncertain = {m.text for ms in found.messages.values() for m in ms if m.state is State.UNCERTAIN}

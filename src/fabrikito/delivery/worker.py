@@ -10,9 +10,10 @@ A round: read the queue (:mod:`fabrikito.delivery.queue`), set aside what does
 not belong there, expire what ran out, then read the screen of every seat with
 a message waiting in **one** tmux call.  A seat whose box is ready and idle
 gets its oldest message through :func:`fabrikito.delivery.say.deliver` (the
-engine of ``say``: lock, label, checks, Enter rule), then the next, until one
-is refused.  While nothing waits the worker sleeps until ``say --queue`` wakes
-it (``SIGUSR1``) or a slow timer runs out, reading no screen.
+engine of ``say``: lock, label, checks, Enter rule); the next waits for a later
+round, once the seat has taken that one as a turn and is idle again.  While
+nothing waits the worker sleeps until ``say --queue`` wakes it (``SIGUSR1``)
+or a slow timer runs out, reading no screen.
 
 The worker is single-threaded and finishes every change to a message before
 the next, so a ``typing`` or ``delivered`` file, or an expired message whose
@@ -45,7 +46,7 @@ from fabrikito.team.teamfile import Team
 LOCK_NAME = "worker.lock"
 INFO_NAME = "worker.json"
 ERR_NAME = "worker.err"
-BUSY_POLL = 0.1  # while a message waits for a seat
+BUSY_POLL = 0.05  # while a message waits for a seat
 IDLE_POLL = 5.0  # while nothing waits (say --queue wakes the worker at once)
 LOCK_WAIT = 0.5  # for a seat's say lock: another say typing is waited for in later rounds
 LOG_TAIL = 1 << 20
@@ -178,12 +179,12 @@ class Worker:
             looks = self.seats.look(list(heads))
             for role, pending in heads.items():
                 why = looks.get(role, "the seat could not be looked at")
-                for msg in pending if not why else []:
-                    why = self._deliver(msg)
-                    if why:
-                        break
+                if not why:  # one message a round: the seat takes it as a turn, the next waits for idle
+                    why = self._deliver(pending[0])
                 if why:
                     waits[role] = why
+                elif len(pending) > 1:
+                    waits[role] = "the seat is taking the message before"
         self.waits = waits
         return waits
 
