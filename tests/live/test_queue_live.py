@@ -179,5 +179,6 @@ def test_the_worker_killed_mid_delivery_loses_nothing_and_types_nothing_twice(
         if fates == ["delivered"]:
             assert len(arrived) == 1
     unsure = [line for line in lines if line[3] == "UNCERTAIN"]
+    print("fates:", [(line[3], line[4][:40]) for line in lines if line[3] != "QUEUED"])
     status = fabrikito("status", team=team).stdout
     assert status.count("NOTICE dev: queued message") == len(unsure), status
