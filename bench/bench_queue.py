@@ -132,7 +132,7 @@ def main() -> None:
                     assert msg.path.exists(), "delivered into a draft?"
                     t0 = time.monotonic()
                     clear_draft(team, role)
-                    if wait(lambda m=msg: not m.path.exists(), 30):  # type: ignore[misc]
+                    if wait(lambda m=msg: not m.path.exists(), 30):
                         latencies.append(time.monotonic() - t0)
                     else:
                         lost += 1

@@ -250,7 +250,7 @@ def test_a_message_dropped_while_the_worker_waits_to_paste_is_not_typed(tmp_path
     assert _seat_lines(team, "dev") == ["P kept", "E kept"]
 
 
-def test_say_queue_queues_only_what_the_seat_state_refused(tmp_path: Path) -> None:
+def test_say_queue_queues_only_what_the_seat_state_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     team = _team(tmp_path)
     out: list[str] = []
     results = [
@@ -259,12 +259,13 @@ def test_say_queue_queues_only_what_the_seat_state_refused(tmp_path: Path) -> No
         say.Delivery("em", say.Result.DELIVERED),
     ]
     started: list[teamfile.Team] = []
-    orig = worker.ensure_running
-    worker.ensure_running = lambda t: bool(started.append(t))  # type: ignore[assignment]
-    try:
-        code = queue.after_say(team, "owner", "all", "hi", results, expire=60, out=out.append, err=out.append)
-    finally:
-        worker.ensure_running = orig  # type: ignore[assignment]
+
+    def ensure_running(t: teamfile.Team) -> bool:
+        started.append(t)
+        return True
+
+    monkeypatch.setattr(worker, "ensure_running", ensure_running)
+    code = queue.after_say(team, "owner", "all", "hi", results, expire=60, out=out.append, err=out.append)
     assert code == say.EXIT_REFUSED
     assert [m.role for ms in queue.scan(team).messages.values() for m in ms] == ["dev"]
     assert out[0].startswith("queued dev-")

@@ -123,7 +123,7 @@ class TmuxSeats:
         agent = seatpane.foreground_agent(look.pane_pid)
         if agent is None:
             return "the pane is not running Claude Code in its foreground (a shell?)"
-        reading = recogniser_for(agent.name, agent.version).recognise(look.snapshot)
+        reading = recogniser_for(agent.name, agent.version, exe=agent.exe).recognise(look.snapshot)
         if reading.state is not ScreenState.READY:
             detail = f" ({reading.detail})" if reading.detail else ""
             return (reading.reason or reading.state.value) + detail
