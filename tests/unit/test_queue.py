@@ -30,7 +30,9 @@ ROLES = ("dev", "qa", "em")
 def _team(tmp_path: Path) -> teamfile.Team:
     path = tmp_path / "team.toml"
     path.write_text(
-        'name = "t"\n' + "".join(f'[[seat]]\nrole = "{r}"\nsession = "t-{r}"\n' for r in ROLES), encoding="utf-8"
+        f'name = "t"\ntmux_socket = "fab-none-{os.urandom(4).hex()}"\n'
+        + "".join(f'[[seat]]\nrole = "{r}"\nsession = "t-{r}"\n' for r in ROLES),
+        encoding="utf-8",
     )
     return teamfile.load(path)
 
@@ -54,6 +56,9 @@ class FakeSeats:
     ready: Callable[[str], str] = lambda role: ""
     pause: float = 0.0
     looks: list[list[str]] = field(default_factory=list)
+
+    def team_running(self) -> bool:
+        return True
 
     def look(self, roles: list[str]) -> dict[str, str]:
         self.looks.append(list(roles))
@@ -148,6 +153,21 @@ def test_the_worker_delivers_in_order_logs_how_long_each_waited_and_removes_the_
     assert all(b", waited " in r.message for r in delivered)
     assert queue.scan(team).messages.get("dev") == []
     assert seats.looks == [["dev"]] * 3  # one look a round for every waiting seat
+
+
+def test_a_worker_with_nothing_queued_ends_when_its_team_is_gone(tmp_path: Path) -> None:
+    team = _team(tmp_path)  # its tmux socket does not exist
+    rounds: list[float] = []
+
+    def stop(timeout: float) -> bool:
+        rounds.append(timeout)
+        return len(rounds) > 3
+
+    worker.serve(worker.Worker(team, worker.TmuxSeats(team)), stop=stop)
+    assert rounds == []  # nothing queued, no server: it ended after its first round
+    queue.enqueue(team, "dev", "qa", "for later", expire=60, reason="down")
+    worker.serve(worker.Worker(team, worker.TmuxSeats(team)), stop=stop)
+    assert rounds == [worker.BUSY_POLL] * 4  # a message waits: it stays until told to stop
 
 
 def test_a_seat_that_is_not_ready_keeps_its_messages_and_says_why(tmp_path: Path) -> None:

@@ -65,6 +65,10 @@ class Seats(Protocol):
 
     def deliver(self, role: str, sender: str, text: str, on_paste: Callable[[], None]) -> say.Delivery: ...
 
+    def team_running(self) -> bool:
+        """Whether the team's seats can be up at all (its tmux server runs)."""
+        ...
+
 
 # -- the seats through tmux --------------------------------------------------------
 
@@ -130,6 +134,9 @@ class TmuxSeats:
         if reading.busy:
             return "the seat is busy with a turn"
         return ""
+
+    def team_running(self) -> bool:
+        return os.path.exists(self.team.server().resolved_socket_path())
 
     def deliver(self, role: str, sender: str, text: str, on_paste: Callable[[], None]) -> say.Delivery:
         seat = self.team.seat(role)
@@ -284,7 +291,11 @@ def info_path(team: Team) -> Path:
 
 
 def serve(worker: Worker, *, stop: Callable[[float], bool]) -> None:
-    """Rounds until ``stop(timeout)`` (which waits up to ``timeout``) says to stop."""
+    """Rounds until ``stop(timeout)`` (which waits up to ``timeout``) says to stop.
+
+    A worker with nothing queued whose team's tmux server is gone (the team was
+    taken down without ``down``) ends too: ``up`` and ``say --queue`` start one again.
+    """
     last: dict[str, str] | None = None
     while True:
         try:
@@ -295,6 +306,8 @@ def serve(worker: Worker, *, stop: Callable[[float], bool]) -> None:
         if waits != last:
             _write_info(worker.team, waits)
             last = dict(waits)
+        if not waits and not worker.seats.team_running():
+            return
         if stop(BUSY_POLL if waits else IDLE_POLL):
             return
 
@@ -337,7 +350,13 @@ def _wait_for_signal(timeout: float) -> bool:
 
 
 def _write_info(team: Team, waits: dict[str, str]) -> None:
-    record = {"pid": os.getpid(), "start_ticks": _start_ticks(os.getpid()), "since": _since(team), "waits": waits}
+    record = {
+        "state": "running",
+        "pid": os.getpid(),
+        "start_ticks": _start_ticks(os.getpid()),
+        "since": _since(team),
+        "waits": waits,
+    }
     try:
         statedir.write_atomic(info_path(team), json.dumps(record, ensure_ascii=False).encode())
     except (OSError, StateFileError):
