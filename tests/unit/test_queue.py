@@ -194,6 +194,8 @@ def test_an_expired_message_is_logged_and_noticed_and_never_typed(tmp_path: Path
     assert any(msg.id in n and "expired" in n for n in view.notices)
     queue.drop(team, msg.id, by="owner")
     assert queueview.collect(team).notices == ()
+    assert [r.outcome for r in _records(team)] == ["EXPIRED", "DROPPED"]
+    assert b"dropped by owner, was expired" in _records(team)[-1].message
 
 
 def test_drop_removes_a_waiting_message_and_logs_it(tmp_path: Path) -> None:

@@ -372,8 +372,8 @@ def drop(team: Team, msg_id: str, *, by: str) -> Message:
                 f"{msg_id} is being typed into {msg.role} right now: it cannot be dropped", exit_code=3
             )
         remove(msg)
-    if msg.state in WAITING:
-        log(team, msg, msglog.Outcome.DROPPED, f"dropped by {by}")
+    was = "" if msg.state in WAITING else f", was {msg.state.value}"
+    log(team, msg, msglog.Outcome.DROPPED, f"dropped by {by}{was}")
     return msg
 
 
