@@ -98,7 +98,8 @@ def _build_say(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--expire",
         metavar="DURATION",
-        help="with --queue: drop it if not delivered within DURATION (default 30m, at most 24h)",
+        help="with --queue: give up (EXPIRED, nothing typed) if not delivered within DURATION "
+        "(default 30m, at most 24h)",
     )
     p.epilog = (
         "exit status: 0 delivered (or, with --queue, queued); 1 the log line could not be written (the output says "
