@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import secrets
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -130,3 +131,13 @@ def test_runner_works_with_stdin_stdout_and_stderr_closed() -> None:
         env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2] / "src"))
         subprocess.run([sys.executable, "-c", code, result.name], env=env, check=True, timeout=30)
         assert Path(result.name).read_text() == repr((0, b"in", b"e\n"))
+def test_listening_tells_a_running_server_from_a_socket_file_left_behind(server: Server, tmp_path: Path) -> None:
+    assert not server.listening()
+    server.run("new-session", "-d", "-s", "x", "sleep", "60")
+    assert server.listening()
+    stale = tmp_path / "stale.sock"
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.bind(str(stale))
+    sock.close()  # the file stays, nobody listens: as a killed server leaves it
+    assert stale.exists()
+    assert not Server(socket_path=str(stale)).listening()

@@ -82,6 +82,23 @@ class Server:
             raise TmuxError(argv, returncode=code, stderr=err.decode("utf-8", "replace"))
         return out.decode("utf-8", "replace")
 
+    def listening(self) -> bool:
+        """Whether a server accepts connections on this server's socket, found without running tmux.
+
+        A socket file alone is not enough: a server that was killed can leave it behind.
+        """
+        import socket
+
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.settimeout(1.0)
+            sock.connect(self.resolved_socket_path())
+        except OSError:
+            return False
+        finally:
+            sock.close()
+        return True
+
     def alive(self) -> bool:
         """Whether the server answers (a failing ``list-sessions`` means no)."""
         try:

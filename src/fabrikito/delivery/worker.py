@@ -136,7 +136,7 @@ class TmuxSeats:
         return ""
 
     def team_running(self) -> bool:
-        return os.path.exists(self.team.server().resolved_socket_path())
+        return self.team.server().listening()
 
     def deliver(self, role: str, sender: str, text: str, on_paste: Callable[[], None]) -> say.Delivery:
         seat = self.team.seat(role)
@@ -294,7 +294,8 @@ def serve(worker: Worker, *, stop: Callable[[float], bool]) -> None:
     """Rounds until ``stop(timeout)`` (which waits up to ``timeout``) says to stop.
 
     A worker with nothing queued whose team's tmux server is gone (the team was
-    taken down without ``down``) ends too: ``up`` and ``say --queue`` start one again.
+    taken down without ``down``), or whose state directory was removed, ends
+    too: ``up`` and ``say --queue`` start one again.
     """
     last: dict[str, str] | None = None
     while True:
@@ -306,7 +307,7 @@ def serve(worker: Worker, *, stop: Callable[[float], bool]) -> None:
         if waits != last:
             _write_info(worker.team, waits)
             last = dict(waits)
-        if not waits and not worker.seats.team_running():
+        if not worker.team.state_dir.is_dir() or (not waits and not worker.seats.team_running()):
             return
         if stop(BUSY_POLL if waits else IDLE_POLL):
             return
