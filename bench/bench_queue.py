@@ -33,7 +33,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "src")]
 from bench.bench_up import offline_team, stop  # noqa: E402 -- after the path is set
 from bench.report import write_section  # noqa: E402
 
-from fabrikito.delivery import queue, say, seatpane, worker  # noqa: E402
+from fabrikito.delivery import queue, say, seatpane, worker, workerstate  # noqa: E402
 from fabrikito.launch import lifecycle  # noqa: E402
 from fabrikito.offline import claude_setup  # noqa: E402
 from fabrikito.offline.standin import StandIn  # noqa: E402
@@ -95,8 +95,8 @@ def main() -> None:
             try:
                 result = lifecycle.up(team, out=lambda _line: None)
                 assert not result.failed, result.failed
-                assert wait(lambda: worker.read_info(team).pid is not None, 10), "no delivery worker"
-                info = worker.read_info(team)
+                assert wait(lambda: workerstate.read_info(team).pid is not None, 10), "no delivery worker"
+                info = workerstate.read_info(team)
                 assert info.pid is not None
                 time.sleep(5)  # the kickoff turns end
                 cpu_idle = idle_cpu(info.pid, IDLE_SECONDS)

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from fabrikito.base.tmux import Server
-from fabrikito.delivery import worker
+from fabrikito.delivery import worker, workerstate
 from fabrikito.offline.seatkit import SeatFactory
 from fabrikito.offline.standin import StandIn
 from fabrikito.team import teamfile
@@ -153,8 +153,8 @@ def test_the_worker_killed_mid_delivery_loses_nothing_and_types_nothing_twice(
         queued = fabrikito("say", "--queue", "dev", text, team=team)
         assert queued.returncode == 0 and queued.stdout.startswith("queued"), queued.stdout + queued.stderr
     assert _box_holds_only(tmux_server, seat.pane, draft), tmux_server.capture(seat.pane)
-    wait_for(lambda: worker.read_info(loaded).pid is not None, 10, "the worker")
-    pid = worker.read_info(loaded).pid
+    wait_for(lambda: workerstate.read_info(loaded).pid is not None, 10, "the worker")
+    pid = workerstate.read_info(loaded).pid
     assert pid is not None
     tmux_server.send_keys(seat.pane, "C-u")
     wait_for(lambda: any(line[3] == "delivered" for line in log_lines(team)), 30, "the first delivery", lambda: "")

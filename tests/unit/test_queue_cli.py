@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from fabrikito.delivery import queue, worker
+from fabrikito.delivery import queue, worker, workerstate
 from fabrikito.team import teamfile
 
 
@@ -64,7 +64,7 @@ def test_a_message_to_a_down_seat_is_queued_and_the_worker_is_started_shown_and_
     done = run(team_path, "say", "--queue", "dev", "when you are back", role="qa")
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("queued dev-") and "the seat is down" in done.stdout, done.stdout
-    assert wait_until(lambda: worker.read_info(team).running, 10)
+    assert wait_until(lambda: workerstate.read_info(team).running, 10)
     listing = json.loads(run(team_path, "queue", "--json").stdout)
     assert listing["worker"]["running"] is True
     [msg] = listing["messages"]
@@ -75,19 +75,19 @@ def test_a_message_to_a_down_seat_is_queued_and_the_worker_is_started_shown_and_
     assert "delivery worker: running" in status.stdout
     assert "queued for dev: 1 waiting" in status.stdout, status.stdout
 
-    first = worker.read_info(team).pid
+    first = workerstate.read_info(team).pid
     assert first is not None
     os.kill(first, signal.SIGKILL)  # the worker dies; the next say --queue starts another
-    assert wait_until(lambda: not worker.read_info(team).running, 5)
+    assert wait_until(lambda: not workerstate.read_info(team).running, 5)
     again = run(team_path, "say", "--queue", "--expire", "90s", "dev", "second", role="qa")
     assert again.returncode == 0, again.stderr
-    assert wait_until(lambda: worker.read_info(team).running, 10)
-    assert worker.read_info(team).pid != first
+    assert wait_until(lambda: workerstate.read_info(team).running, 10)
+    assert workerstate.read_info(team).pid != first
     assert [m.text for m in queue.scan(team).waiting("dev")] == ["when you are back", "second"]
 
     down = run(team_path, "down")
     assert "stopped the delivery worker" in down.stdout, down.stdout + down.stderr
-    assert not worker.read_info(team).running
+    assert not workerstate.read_info(team).running
     assert "delivery worker: not running" in run(team_path, "status").stdout
     assert len(queue.scan(team).waiting("dev")) == 2  # down keeps what waits
 
@@ -103,7 +103,7 @@ def test_refusals_about_the_message_or_the_sender_queue_nothing(team_path: Path)
     to_self = run(team_path, "say", "--queue", "qa", "hi", role="qa")
     assert to_self.returncode == 3
     assert queue.scan(team).messages == {}
-    assert not worker.read_info(team).running
+    assert not workerstate.read_info(team).running
 
 
 def test_expire_is_checked_and_goes_with_queue(team_path: Path) -> None:

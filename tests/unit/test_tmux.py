@@ -131,6 +131,8 @@ def test_runner_works_with_stdin_stdout_and_stderr_closed() -> None:
         env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2] / "src"))
         subprocess.run([sys.executable, "-c", code, result.name], env=env, check=True, timeout=30)
         assert Path(result.name).read_text() == repr((0, b"in", b"e\n"))
+
+
 def test_listening_tells_a_running_server_from_a_socket_file_left_behind(server: Server, tmp_path: Path) -> None:
     assert not server.listening()
     server.run("new-session", "-d", "-s", "x", "sleep", "60")

@@ -26,7 +26,6 @@ it was dropped, and the cap of 50 waiting messages a seat holds.
 
 from __future__ import annotations
 
-import dataclasses
 import fcntl
 import json
 import os
@@ -35,16 +34,16 @@ import stat
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from fabrikito.base import statedir
+from fabrikito.base import statedir, values
 from fabrikito.base.errors import FabrikitoError, StateFileError, UsageError
+from fabrikito.base.values import frozen
 from fabrikito.log import msglog
 from fabrikito.team.teamfile import Team
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy knows the name)
 if TYPE_CHECKING:
     from fabrikito.delivery.say import Delivery
 
@@ -78,7 +77,7 @@ class Damaged(Exception):
     """A file in the queue that is not a message this queue wrote (its text says why)."""
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Message:
     id: str
     role: str
@@ -91,10 +90,10 @@ class Message:
     path: Path
 
     def moved(self, state: State, reason: str | None = None) -> Message:
-        return dataclasses.replace(self, state=state, reason=self.reason if reason is None else reason)
+        return values.replace(self, state=state, reason=self.reason if reason is None else reason)
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Scan:
     """What the queue holds: each seat's messages oldest first, and what does not belong there."""
 
@@ -506,6 +505,9 @@ def after_say(
 
 
 def _log_plain(team: Team, sender: str, role: str, outcome: msglog.Outcome, body: str) -> str | None:
-    from fabrikito.delivery import say
-
-    return say._append(team.log_path, sender, role, outcome, body)
+    """Append one line; why it could not be written, or ``None``."""
+    try:
+        msglog.append_checked(team.log_path, msglog.format_line(time.time(), sender, role, outcome, body))
+    except (OSError, FabrikitoError) as exc:
+        return str(exc)
+    return None

@@ -5,19 +5,22 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
 
 from fabrikito.base.errors import UsageError
-from fabrikito.delivery import queue, worker
+from fabrikito.base.values import frozen
+from fabrikito.delivery import queue, workerstate
 from fabrikito.delivery.queue import Message, State
 from fabrikito.team.teamfile import Team
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy knows the name)
+if TYPE_CHECKING:
+    from typing import Any
 
 JSON_VERSION = 1
 NO_WORKER = "the delivery worker is not running: ./fabrikito up (or another say --queue) starts it"
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class SeatQueue:
     role: str
     waiting: int
@@ -25,9 +28,9 @@ class SeatQueue:
     why: str  # why the oldest waits
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Overview:
-    worker: worker.Info
+    worker: workerstate.Info
     seats: tuple[SeatQueue, ...]
     messages: tuple[Message, ...]
     notices: tuple[str, ...]
@@ -35,7 +38,7 @@ class Overview:
 
 def collect(team: Team, roles: list[str] | None = None, *, now: float | None = None) -> Overview:
     now = time.time() if now is None else now
-    info = worker.read_info(team)
+    info = workerstate.read_info(team)
     found = queue.scan(team, roles)
     seats = []
     notices = []
@@ -64,7 +67,7 @@ def collect(team: Team, roles: list[str] | None = None, *, now: float | None = N
     return Overview(info, tuple(seats), tuple(messages), tuple(notices))
 
 
-def why_waits(info: worker.Info, msg: Message) -> str:
+def why_waits(info: workerstate.Info, msg: Message) -> str:
     if msg.state is State.TYPING:
         return "being typed now"
     if msg.state is not State.PENDING:

@@ -32,25 +32,22 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Protocol
 
-from fabrikito.base import procs, statedir
+from fabrikito.base import statedir
 from fabrikito.base.errors import FabrikitoError, StateFileError, TmuxError
 from fabrikito.delivery import queue, say, seatpane
 from fabrikito.delivery.queue import Message, State
+from fabrikito.delivery.workerstate import MODULE, info_path, lock_held, lock_path, read_info, start_ticks
 from fabrikito.log import msglog
 from fabrikito.screen import ScreenState, recogniser_for
 from fabrikito.team.teamfile import Team
 
-LOCK_NAME = "worker.lock"
-INFO_NAME = "worker.json"
 ERR_NAME = "worker.err"
 BUSY_POLL = 0.05  # while a message waits for a seat
 IDLE_POLL = 5.0  # while nothing waits (say --queue wakes the worker at once)
 LOCK_WAIT = 0.5  # for a seat's say lock: another say typing is waited for in later rounds
 LOG_TAIL = 1 << 20
-MODULE = "fabrikito.delivery.worker"
 WAKE = signal.SIGUSR1
 STOPS = (signal.SIGTERM, signal.SIGINT)
 HANDLED = {WAKE, signal.SIGHUP, *STOPS}
@@ -274,22 +271,6 @@ def _log_tail(team: Team) -> bytes:
 # -- the process ----------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class Info:
-    running: bool
-    pid: int | None
-    since: float | None
-    waits: dict[str, str]
-
-
-def lock_path(team: Team) -> Path:
-    return team.state_dir / LOCK_NAME
-
-
-def info_path(team: Team) -> Path:
-    return team.state_dir / INFO_NAME
-
-
 def serve(worker: Worker, *, stop: Callable[[float], bool]) -> None:
     """Rounds until ``stop(timeout)`` (which waits up to ``timeout``) says to stop.
 
@@ -354,7 +335,7 @@ def _write_info(team: Team, waits: dict[str, str]) -> None:
     record = {
         "state": "running",
         "pid": os.getpid(),
-        "start_ticks": _start_ticks(os.getpid()),
+        "start_ticks": start_ticks(os.getpid()),
         "since": _since(team),
         "waits": waits,
     }
@@ -370,54 +351,6 @@ _STARTED = time.time()
 def _since(team: Team) -> float:
     del team
     return _STARTED
-
-
-def _start_ticks(pid: int) -> int | None:
-    try:
-        return procs.info(pid).start_ticks
-    except (procs.ProcessGone, procs.ProcessUnreadable):
-        return None
-
-
-def read_info(team: Team) -> Info:
-    """Whether the team's worker runs (its lock is held), its pid and what each seat waits for."""
-    running = _lock_held(team)
-    try:
-        data = json.loads(statedir.read_plain(info_path(team)) or b"{}")
-    except (OSError, ValueError, StateFileError):
-        data = {}
-    if not isinstance(data, dict):
-        data = {}
-    pid = data.get("pid") if isinstance(data.get("pid"), int) else None
-    since = data.get("since") if isinstance(data.get("since"), (int, float)) else None
-    raw_waits = data.get("waits")
-    waits: dict[object, object] = raw_waits if isinstance(raw_waits, dict) else {}
-    if not running or pid is None or not _is_worker(pid, data.get("start_ticks")):
-        return Info(running, None, None, {})
-    return Info(True, pid, since, {str(k): str(v) for k, v in waits.items()})
-
-
-def _lock_held(team: Team) -> bool:
-    try:
-        fd = statedir.open_plain(lock_path(team), os.O_RDONLY)
-    except (OSError, StateFileError):
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    finally:
-        os.close(fd)
-    return False
-
-
-def _is_worker(pid: int, start_ticks: object) -> bool:
-    try:
-        argv = procs.cmdline(pid)
-        ticks = procs.info(pid).start_ticks
-    except (procs.ProcessGone, procs.ProcessUnreadable):
-        return False
-    return MODULE in argv and (start_ticks is None or ticks == start_ticks)
 
 
 def ensure_running(team: Team) -> bool:
@@ -460,7 +393,7 @@ def stop(team: Team, *, timeout: float = 15.0) -> str:
     os.kill(found.pid, signal.SIGTERM)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if not _lock_held(team):
+        if not lock_held(team):
             return f"stopped the delivery worker (pid {found.pid})"
         time.sleep(0.05)
     os.kill(found.pid, signal.SIGKILL)

@@ -489,9 +489,9 @@ def down(
     seats = select_seats(team, roles)
     srv = team.server() if server is None else server
     if not roles:
-        from fabrikito.delivery import worker
+        from fabrikito.delivery import worker, workerstate
 
-        if worker.read_info(team).running:
+        if workerstate.read_info(team).running:
             out(worker.stop(team))
     rows, running = list_panes(srv)
     if not running:
