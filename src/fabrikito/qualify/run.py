@@ -69,7 +69,14 @@ def release_of(binary: str, timeout: float = 30.0) -> str:
     return found.group(1)
 
 
-def _drive(job: Job, cases: Sequence[catalogue.Case], agent: str, log: Callable[[str], None]) -> list[str]:
+def drive(
+    job: Job, cases: Sequence[catalogue.Case], *, log: Callable[[str], None], agent: str | None = None
+) -> list[str]:
+    """Drive ``job`` through ``cases`` (each on fresh seats); what could not be driven.
+
+    With ``agent``, a renderer whose empty box no dialect of that agent reads
+    as ready is not driven further (nothing else could be read either).
+    """
     problems = []
     for case in cases:
         if job.renderer not in case.renderers:
@@ -85,7 +92,11 @@ def _drive(job: Job, cases: Sequence[catalogue.Case], agent: str, log: Callable[
         finally:
             job.end()
         log(f"{job.prefix} {case.name} ({time.monotonic() - t0:.1f}s)")
-        if case.name == FIRST_CASE and not _read_by_some_dialect(job.captures[before:], agent, job.release):
+        if case.name == FIRST_CASE and agent is not None:
+            readable = _read_by_some_dialect(job.captures[before:], agent, job.release)
+        else:
+            readable = True
+        if not readable:
             problems.append(
                 f"{job.prefix}: no dialect reads the empty input box as ready, so no other state can be read "
                 "either: the rest of the catalogue was not tried in this renderer"
@@ -144,7 +155,7 @@ def qualify(
     say(f"qualifying Claude Code {release} ({binary}): {len(chosen)} states in both renderers, then messaging")
     try:
         with ThreadPoolExecutor(max_workers=len(jobs)) as pool:
-            for found in pool.map(lambda j: _drive(j, chosen, agent, say), jobs):
+            for found in pool.map(lambda j: drive(j, chosen, log=say, agent=agent), jobs):
                 outcome.problems += found
         for job in jobs:
             outcome.captures += job.captures
