@@ -97,11 +97,16 @@ def _empty_box(job: Job) -> None:
     job.save(seat.pane, "empty-box-fresh-start")
 
 
+def _type(job: Job, seat: seatkit.Seat, text: str, quiet: float = 0.6) -> None:
+    """Type ``text`` into the box (send-keys -l) and wait until it shows and the screen settles."""
+    job.server.send_keys(seat.pane, text, literal=True)
+    job.wait_screen(seat.pane, lambda s: text in s, "typed text in the box")
+    job.settle(seat.pane, quiet=quiet)
+
+
 def _typed(job: Job) -> None:
     seat = job.seat()
-    job.server.send_keys(seat.pane, "hello from em", literal=True)
-    job.wait_screen(seat.pane, lambda s: "hello from em" in s, "typed text in the box")
-    job.settle(seat.pane)
+    _type(job, seat, "hello from em")
     job.save(seat.pane, "typed-short-unsubmitted", note="send-keys -l 'hello from em'")
 
 
@@ -114,9 +119,7 @@ def _cleared_draft(job: Job) -> None:
     job.wait_screen(seat.pane, lambda s: "a draft" not in s, "the draft to be cleared")
     job.settle(seat.pane, quiet=0.3)
     job.save(seat.pane, "cleared-draft", note="typed 'a draft', then Ctrl-U")
-    job.server.send_keys(seat.pane, "hello from em", literal=True)
-    job.wait_screen(seat.pane, lambda s: "hello from em" in s, "typed text in the box")
-    job.settle(seat.pane, quiet=0.3)
+    _type(job, seat, "hello from em", quiet=0.3)
     job.server.send_keys(seat.pane, "Escape")
     job.wait_screen(seat.pane, lambda s: "again to clear" in s.lower(), "the clear notice")
     job.save(seat.pane, "esc-once", note="typed 'hello from em', then one Esc")
@@ -263,9 +266,7 @@ def _rewind(job: Job) -> None:
 
 def _copy_mode(job: Job) -> None:
     seat = job.seat()
-    job.server.send_keys(seat.pane, "hello from em", literal=True)
-    job.wait_screen(seat.pane, lambda s: "hello from em" in s, "typed text in the box")
-    job.settle(seat.pane)
+    _type(job, seat, "hello from em")
     job.server.run("copy-mode", "-t", seat.pane)
     seatkit.wait_until(lambda: job.server.display(seat.pane, "#{pane_in_mode}") == "1", 5, what="copy mode")
     job.save(seat.pane, "copy-mode", note="typed 'hello from em', then tmux copy-mode")

@@ -63,7 +63,7 @@ def cmd_qualify(args: argparse.Namespace) -> int:
     def line(text: str) -> None:
         print(text, flush=True)
 
-    outcome = qualify(binary, out=out, log=line, debug=line if args.verbose else lambda _t: None)
+    outcome = qualify(binary, out=out, log=line, debug=line if args.verbose else lambda _t: None, release=release)
     if not outcome.qualified or outcome.dialect is None:
         line(f"\nClaude Code {release} is NOT qualified ({outcome.seconds:.0f}s): fabrikito still refuses it.")
         for problem in outcome.problems:

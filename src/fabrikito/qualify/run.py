@@ -134,10 +134,14 @@ def qualify(
     messaging_checks: bool = True,
     log: Callable[[str], None] = print,
     debug: Callable[[str], None] = lambda _line: None,
+    release: str | None = None,
 ) -> Outcome:
-    """Qualify ``binary``; save its captures in ``out`` (a new folder when ``None``)."""
+    """Qualify ``binary``; save its captures in ``out`` (a new folder when ``None``).
+
+    ``release`` is what ``binary --version`` prints, when the caller has asked already.
+    """
     t0 = time.monotonic()
-    release = release_of(binary)
+    release = release if release is not None else release_of(binary)
     chosen = [c for c in catalogue.CASES if (c.quick or not quick) and (cases is None or c.name in cases)]
     root = Path(tempfile.mkdtemp(prefix=f"fabrikito-qualify-{release}-"))
     folder = out if out is not None else root / "screens"
