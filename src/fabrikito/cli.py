@@ -167,8 +167,15 @@ def _build_init(p: argparse.ArgumentParser) -> None:
 def _build_queue(p: argparse.ArgumentParser) -> None:
     _team_arg(p)
     _json_arg(p)
-    p.add_argument("args", nargs="*", metavar="ROLE | drop ID", help="one seat's queue, or drop ID to remove a message")
-    p.epilog = "exit status: 0 listed or dropped; 2 bad usage (no such seat or id); 3 the message is being typed"
+    p.add_argument(
+        "args",
+        nargs="*",
+        metavar="ROLE | drop ID | release ID",
+        help="one seat's queue; drop ID removes a message; release ID lets a message an inbox held be typed",
+    )
+    p.epilog = (
+        "exit status: 0 listed, dropped or released; 2 bad usage (no such seat or id); 3 the message is being typed"
+    )
 
 
 def _build_demo(p: argparse.ArgumentParser) -> None:
@@ -230,7 +237,7 @@ COMMANDS: tuple[Command, ...] = (
     ),
     Command(
         "queue",
-        "list the messages waiting for a seat (say --queue), or drop one",
+        "list the messages waiting for a seat (say --queue, an inbox), drop one, or release a held one",
         "fabrikito.commands:cmd_queue",
         _build_queue,
     ),

@@ -18,6 +18,9 @@ A message's file carries its state, and the state is what makes a crash safe
 ``uncertain``  pasted, fate unknown (or typed and not submitted): kept for
                ``status`` until dropped; a fragment in the box is for ``flush``.
 ``expired``    its time ran out before its seat was ready: nothing was typed.
+``held``       an inbox held it for the owner (:mod:`fabrikito.inbox.gate`): never
+               typed until ``queue release`` makes it ``pending``; it expires
+               like a pending one.
 
 Enqueueing, dropping and the worker's ``pending`` → ``typing`` step take the
 seat's queue lock (``queue/<role>/.lock``), so a message is never typed after
@@ -64,6 +67,7 @@ class State(StrEnum):
     DELIVERED = "delivered"
     UNCERTAIN = "uncertain"
     EXPIRED = "expired"
+    HELD = "held"
 
 
 WAITING = (State.PENDING, State.TYPING)
@@ -305,14 +309,17 @@ def find(team: Team, msg_id: str) -> Message | None:
 # -- changes ------------------------------------------------------------------------
 
 
-def enqueue(team: Team, role: str, sender: str, text: str, *, expire: float, reason: str) -> Message:
-    """Add a message at the end of ``role``'s queue; :class:`QueueFull` at 50 waiting."""
+def enqueue(
+    team: Team, role: str, sender: str, text: str, *, expire: float, reason: str, state: State = State.PENDING
+) -> Message:
+    """Add a message at the end of ``role``'s queue; :class:`QueueFull` at 50 waiting (or 50 held)."""
     with seat_queue_lock(team, role):
         held = scan(team, [role]).messages.get(role, [])
-        waiting = [m for m in held if m.state in WAITING]
-        if len(waiting) >= MAX_WAITING:
+        alike = (state,) if state is State.HELD else WAITING
+        if len([m for m in held if m.state in alike]) >= MAX_WAITING:
+            what = "held" if state is State.HELD else "waiting"
             raise QueueFull(
-                f"{role} already has {MAX_WAITING} messages waiting (the most a seat queues): "
+                f"{role} already has {MAX_WAITING} messages {what} (the most a seat queues): "
                 f"see ./fabrikito queue {role}, and send again once it has taken some"
             )
         last = max((int(NAME.fullmatch(m.path.name).group(1)) for m in held), default=0)  # type: ignore[union-attr]
@@ -326,7 +333,7 @@ def enqueue(team: Team, role: str, sender: str, text: str, *, expire: float, rea
             text=text,
             queued=now,
             expires=now + expire,
-            state=State.PENDING,
+            state=state,
             reason=reason,
             path=seat_dir(team, role) / f"{stamp:019d}-{tail}.json",
         )
@@ -374,6 +381,24 @@ def drop(team: Team, msg_id: str, *, by: str) -> Message:
     was = "" if msg.state in WAITING else f", was {msg.state.value}"
     log(team, msg, msglog.Outcome.DROPPED, f"dropped by {by}{was}")
     return msg
+
+
+def release(team: Team, msg_id: str, *, by: str) -> Message:
+    """``held`` → ``pending``: the owner lets a held message be typed; logged."""
+    match = ID.fullmatch(msg_id)
+    if match is None or team.seat(match.group(1)) is None:
+        raise UsageError(f"'{msg_id}' is not a queued message's id (see ./fabrikito queue)")
+    with seat_queue_lock(team, match.group(1)):
+        msg = find(team, msg_id)
+        if msg is None or msg.state is not State.HELD:
+            what = "no message" if msg is None else f"message {msg_id} is {msg.state.value}, not held;"
+            raise UsageError(f"{what} {msg_id} to release: see ./fabrikito queue")
+        now = time.time()
+        window = msg.expires - msg.queued  # its time to wait starts again
+        released = values.replace(msg.moved(State.PENDING, f"released by {by}"), expires=now + window)
+        write(released)
+    log(team, released, msglog.Outcome.QUEUED, f"released by {by}")
+    return released
 
 
 # -- the log ------------------------------------------------------------------------

@@ -70,6 +70,8 @@ def collect(team: Team, roles: list[str] | None = None, *, now: float | None = N
 def why_waits(info: workerstate.Info, msg: Message) -> str:
     if msg.state is State.TYPING:
         return "being typed now"
+    if msg.state is State.HELD:
+        return f"held: {msg.reason}; ./fabrikito queue release {msg.id} lets it be typed, drop refuses it"
     if msg.state is not State.PENDING:
         return msg.reason
     if not info.running:
@@ -101,7 +103,8 @@ def render(team: Team, view: Overview, *, now: float | None = None) -> str:
     if not view.messages:
         lines.append("nothing queued")
     for msg in view.messages:
-        expiry = "" if msg.state not in queue.WAITING else f", expires in {age(msg.expires - now)}"
+        live = (*queue.WAITING, State.HELD)
+        expiry = "" if msg.state not in live else f", expires in {age(msg.expires - now)}"
         lines.append(
             f"{msg.id}  to {msg.role} from {msg.sender}  {msg.state.value}, waited {age(now - msg.queued)}{expiry}"
         )
@@ -142,8 +145,17 @@ def run(team: Team, args: list[str], *, as_json: bool, by: str, out: Callable[[s
         msg = queue.drop(team, args[1], by=by)
         out(f"dropped {msg.id} (to {msg.role} from {msg.sender}, {msg.state.value}): it will not be typed")
         return 0
+    if args[:1] == ["release"]:
+        if len(args) != 2:
+            raise UsageError("queue release takes one id (see ./fabrikito queue)")
+        msg = queue.release(team, args[1], by=by)
+        from fabrikito.delivery import worker
+
+        worker.ensure_running(team)
+        out(f"released {msg.id} (to {msg.role} from {msg.sender}): it is typed once the seat is ready")
+        return 0
     if len(args) > 1:
-        raise UsageError("queue takes at most one role (or: queue drop ID)")
+        raise UsageError("queue takes at most one role (or: queue drop ID, queue release ID)")
     roles = None
     if args:
         if team.seat(args[0]) is None:

@@ -200,7 +200,7 @@ class Worker:
                 self._uncertain(msg, "the worker stopped after pasting it; it may or may not have been submitted")
             elif msg.state is State.DELIVERED:
                 self._delivered(msg)
-            elif msg.state is State.PENDING and msg.expires <= now:
+            elif msg.state in (State.PENDING, State.HELD) and msg.expires <= now:
                 self._log_once(msg, msglog.Outcome.EXPIRED, f"expired after {queue.waited(now - msg.queued)}")
                 queue.write(msg.moved(State.EXPIRED, f"expired: {msg.reason}"))
             else:
