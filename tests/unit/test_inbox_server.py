@@ -23,7 +23,7 @@ from typing import NamedTuple
 
 import pytest
 
-from fabrikito.delivery import queue, worker, workerstate
+from fabrikito.delivery import queue, queueview, worker, workerstate
 from fabrikito.delivery.queue import State
 from fabrikito.inbox import gate, inboxfiles, protocol, server
 from fabrikito.inbox.gate import Gate, Inbound, Verdict
@@ -316,6 +316,7 @@ def test_held_messages_wait_for_release_and_a_refusing_inbox_refuses(
     held, taken = _queued(team)
     assert held.state is State.HELD and "did not attest its permission mode" in held.reason
     assert taken.state is State.PENDING and taken.sender == "em"
+    assert any(f"message {held.id} from em is held" in n for n in queueview.collect(team).notices)  # status shows it
     released = queue.release(team, held.id, by="owner")
     assert released.state is State.PENDING and _queued(team)[0].state is State.PENDING
     assert "released by owner" in _records(team)[-1].message
@@ -426,3 +427,20 @@ def test_an_inbox_killed_hard_is_cleaned_up_by_the_next_start_and_by_stop(tmp_pa
     time.sleep(0.3)
     assert "not running" in server.stop_inbox(team, seat)
     assert list(sessions.iterdir()) == [] and not os.path.exists(where.socket)
+
+
+def test_down_stops_a_seats_inbox_even_with_no_pane_up(tmp_path: Path) -> None:
+    from fabrikito.launch import lifecycle
+
+    team = _team(tmp_path)
+    seat = team.seat("cx")
+    assert seat is not None
+    home = tmp_path / "home"
+    home.mkdir()
+    assert server.start_inbox(team, seat, env=_env(home))
+    where = inboxfiles.places(team, "cx")
+    said: list[str] = []
+    assert lifecycle.down(team, out=said.append) == 0
+    assert "cx: stopped the inbox" in said[0], said
+    assert not inboxfiles.read_info(where).running and not os.path.exists(where.socket)
+    assert list((home / ".claude" / "sessions").iterdir()) == []

@@ -50,7 +50,7 @@ def collect(team: Team, roles: list[str] | None = None, *, now: float | None = N
         if waiting:
             seats.append(SeatQueue(role, len(waiting), now - waiting[0].queued, why_waits(info, waiting[0])))
         for msg in held:
-            if msg.state in (State.UNCERTAIN, State.EXPIRED):
+            if msg.state in (State.UNCERTAIN, State.EXPIRED, State.HELD):
                 notices.append(notice_line(msg))
     for path, why in found.damaged:
         notices.append(f"NOTICE queue: {path} does not belong in the queue ({why}); the worker sets it aside")
@@ -80,6 +80,11 @@ def why_waits(info: workerstate.Info, msg: Message) -> str:
 
 
 def notice_line(msg: Message) -> str:
+    if msg.state is State.HELD:
+        return (
+            f"NOTICE {msg.role}: message {msg.id} from {msg.sender} is held ({msg.reason}): "
+            f"./fabrikito queue release {msg.id} lets it be typed, ./fabrikito queue drop {msg.id} refuses it"
+        )
     if msg.state is State.UNCERTAIN:
         what = (
             f"was pasted but its fate is unknown ({msg.reason}); it is never pasted again: check the seat "

@@ -493,6 +493,7 @@ def down(
 
         if workerstate.read_info(team).running:
             out(worker.stop(team))
+    _stop_inboxes(team, seats, out)
     rows, running = list_panes(srv)
     if not running:
         out(f"no seat is up ({srv.describe()} is not running)")
@@ -525,3 +526,13 @@ def down(
     if stopped:
         out(f"the state directory and the message log are kept: {team.state_dir}")
     return 1 if failed else 0
+
+
+def _stop_inboxes(team: Team, seats: Sequence[Seat], out: Callable[[str], None]) -> None:
+    """The inbox of each seat that has one running (seats that are not Claude Code): its socket and registry go."""
+    from fabrikito.inbox import inboxfiles
+    from fabrikito.inbox.server import stop_inbox
+
+    for seat in seats:
+        if (team.state_dir / inboxfiles.INBOX_DIR / f"{seat.role}.json").exists():
+            out(stop_inbox(team, seat))
