@@ -23,6 +23,7 @@ from typing import NamedTuple
 
 import pytest
 
+from fabrikito.base.errors import UsageError
 from fabrikito.delivery import queue, queueview, worker, workerstate
 from fabrikito.delivery.queue import State
 from fabrikito.inbox import gate, inboxfiles, protocol, server
@@ -320,6 +321,8 @@ def test_held_messages_wait_for_release_and_a_refusing_inbox_refuses(
     released = queue.release(team, held.id, by="owner")
     assert released.state is State.PENDING and _queued(team)[0].state is State.PENDING
     assert "released by owner" in _records(team)[-1].message
+    with pytest.raises(UsageError, match="is pending, not held"):
+        queue.release(team, held.id, by="owner")
     refusing = Running(_team(tmp_path / "r"), Inbound.REFUSE)
     try:
         refusing.post(protocol.user_line("[from em] anyone there?"))

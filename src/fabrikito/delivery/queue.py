@@ -390,9 +390,15 @@ def release(team: Team, msg_id: str, *, by: str) -> Message:
         raise UsageError(f"'{msg_id}' is not a queued message's id (see ./fabrikito queue)")
     with seat_queue_lock(team, match.group(1)):
         msg = find(team, msg_id)
-        if msg is None or msg.state is not State.HELD:
-            what = "no message" if msg is None else f"message {msg_id} is {msg.state.value}, not held;"
-            raise UsageError(f"{what} {msg_id} to release: see ./fabrikito queue")
+        if msg is None:
+            raise UsageError(
+                f"no message {msg_id} in the queue (delivered, or dropped already?): see ./fabrikito queue"
+            )
+        if msg.state is not State.HELD:
+            raise UsageError(
+                f"{msg_id} is {msg.state.value}, not held: only a message an inbox held is released "
+                "(see ./fabrikito queue)"
+            )
         now = time.time()
         window = msg.expires - msg.queued  # its time to wait starts again
         released = values.replace(msg.moved(State.PENDING, f"released by {by}"), expires=now + window)

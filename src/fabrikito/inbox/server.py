@@ -204,7 +204,10 @@ class Inbox:
             line = bytes(conn.buf[: end + 1])
             del conn.buf[: end + 1]
             conn.deadline = time.monotonic() + LINE_DEADLINE
-            self._line(conn, line)
+            try:
+                self._line(conn, line)
+            except Exception as exc:  # a state file failing in a new way: say so, keep serving the others
+                self._close(conn, f"closed: taking a line failed ({exc!r})")
         if conn.sock.fileno() in self.conns and len(conn.buf) > MAX_LINE_BYTES:
             self._close(
                 conn,
@@ -259,7 +262,9 @@ class Inbox:
                 return Verdict.REFUSE
             self.queued.append(msg.id)
             note = f"from the inbox, held: {decision.reason}; ./fabrikito queue release {msg.id}" if held else ""
-            queue.log(self.team, msg, msglog.Outcome.QUEUED, note or "from the inbox")
+            problem = queue.log(self.team, msg, msglog.Outcome.QUEUED, note or "from the inbox")
+            if problem is not None:
+                self.note(f"{msg.id} was queued, but its log line could not be written: {problem}")
             if not held:
                 self._wake_worker()
             return decision.verdict
