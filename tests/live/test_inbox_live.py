@@ -30,7 +30,7 @@ from fabrikito.base.tmux import Server
 from fabrikito.delivery import queue, worker
 from fabrikito.delivery.queue import State
 from fabrikito.inbox import gate, inboxfiles, protocol, server
-from fabrikito.offline import seatkit
+from fabrikito.offline import claude_setup, seatkit
 from fabrikito.offline.replies import Reply
 from fabrikito.offline.seatkit import Seat, SeatFactory
 from fabrikito.offline.standin import StandIn
@@ -103,6 +103,8 @@ def test_a_claude_seats_sendmessage_reaches_the_inbox_by_name_and_is_typed_once(
     claude_home: Path,
     team_file: Path,
 ) -> None:
+    for role in ("a", "cx"):  # both trusted before either starts: a starting seat rewrites .claude.json
+        claude_setup.trust_dir(claude_home, seat_factory.root / "work" / role)
     sender = seat_factory.start("a", session="fab-a")
     _target(seat_factory, claude_binary)
     team = teamfile.load(team_file)
