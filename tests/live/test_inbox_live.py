@@ -11,7 +11,8 @@ inbox answers to ``fab-cx`` in the registry.  What is shown:
 * a message from another permission class is held, and ``queue release`` lets it go;
 * hostile clients: a line held open 15 s is closed, more than 1,000,000
   characters refused, a flood throttled, a wrong token refused, a repeat
-  dropped — and every accepted message typed exactly once;
+  dropped — and every accepted message typed exactly once; the 51st waiting
+  message refused; an inbox started with ``--inbound refuse`` refuses;
 * the inbox stopped leaves no socket and no registry file.
 """
 
@@ -236,3 +237,44 @@ def test_hostile_clients_are_closed_refused_or_throttled_and_nothing_is_typed_tw
     notes = inboxfiles.places(team, "cx").notes.read_text(encoding="utf-8")
     assert "refused: wrong token" in notes and "no complete line within 15 s" in notes
     assert _messages(team, "cx") == []
+
+    # The 51st waiting message is refused (cy has no pane: what it accepts waits), and an inbox started
+    # with --inbound refuse refuses everything.
+    cy = team.seat("cy")
+    assert cy is not None
+    cy_info = _start(team, "cy", claude_home)
+    cy_token = json.loads(Path(cy_info.key or "").read_text(encoding="utf-8"))["peerToken"]
+    for sender in range(5):
+        wrapped = [_peer_line(f"s{sender}", f"waiting {sender}.{i} of {run}", "bypass") for i in range(gate.BURST)]
+        _post(cy_info.socket or "", cy_token, *wrapped)
+    wait_for(lambda: len(_messages(team, "cy")) == queue.MAX_WAITING, 10, "50 waiting for cy")
+    _post(cy_info.socket or "", cy_token, _peer_line("late", f"the 51st of {run}", "bypass"))
+    wait_for(lambda: any("the 51st" in line[4] for line in log_lines(team_file)), 10, "the 51st's line")
+    (last,) = [line for line in log_lines(team_file) if "the 51st" in line[4]]
+    assert last[3] == "NOT-DELIVERED" and "already has 50 messages waiting" in last[4], last
+    assert len(_messages(team, "cy")) == queue.MAX_WAITING
+    server.stop_inbox(team, cy)
+    assert server.start_inbox(team, cy, inbound=gate.Inbound.REFUSE, env=_env(claude_home))
+    refusing = inboxfiles.read_info(inboxfiles.places(team, "cy"))
+    token = json.loads(Path(refusing.key or "").read_text(encoding="utf-8"))["peerToken"]
+    _post(refusing.socket or "", token, protocol.user_line(f"[from em] refuse me {run}"))
+    wait_for(lambda: any(f"refuse me {run}" in line[4] for line in log_lines(team_file)), 10, "the refusal's line")
+    (refused,) = [line for line in log_lines(team_file) if f"refuse me {run}" in line[4]]
+    assert refused[3] == "NOT-DELIVERED" and 'inbound "refuse"' in refused[4], refused
+
+
+def _peer_line(name: str, text: str, mode: str) -> bytes:
+    """A user line as a Claude Code peer sends it (the envelope, msgV, msg_id, from)."""
+    content = (
+        f'<cross-session-message from="uds:/tmp/cc-socks/{name}.sock" from-name="{name}" from-mode="{mode}">\n'
+        f"{text}\n</cross-session-message>"
+    )
+    line = {
+        "msgV": 1,
+        "msg_id": os.urandom(16).hex(),
+        "type": "user",
+        "message": {"role": "user", "content": content},
+        "priority": "next",
+        "from": f"uds:/tmp/cc-socks/{name}.sock",
+    }
+    return (json.dumps(line) + "\n").encode()
