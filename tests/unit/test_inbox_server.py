@@ -223,8 +223,12 @@ def _notes(r: Running) -> str:
 
 
 def test_an_accepted_message_is_queued_labelled_never_typed_here(inbox: Running) -> None:
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)  # how Claude Code checks an inbox: connect, close
+    probe.connect(inbox.path)
+    probe.close()
     inbox.post(protocol.user_line("[from em] the build is green"))
     inbox.settle()
+    assert _notes(inbox) == ""  # a probe is not worth a note
     (msg,) = _queued(inbox.inbox.team)
     assert (msg.sender, msg.text, msg.state) == ("em", "the build is green", State.PENDING)
     (rec,) = _records(inbox.inbox.team)
@@ -447,3 +451,23 @@ def test_down_stops_a_seats_inbox_even_with_no_pane_up(tmp_path: Path) -> None:
     assert "cx: stopped the inbox" in said[0], said
     assert not inboxfiles.read_info(where).running and not os.path.exists(where.socket)
     assert list((home / ".claude" / "sessions").iterdir()) == []
+
+
+def test_a_team_kept_too_deep_for_a_socket_path_gets_a_short_private_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(worker, "ensure_running", lambda team: False)
+    deep = tmp_path / ("d" * 60) / ("e" * 60)
+    team = _team(deep)
+    where = inboxfiles.places(team, "cx")
+    assert where.socket.startswith(f"/tmp/fabrikito-{os.getuid()}/inbox-"), where.socket
+    assert stat.S_IMODE(os.lstat(os.path.dirname(where.socket)).st_mode) == 0o700
+    running = Running(team)
+    try:
+        assert stat.S_IMODE(os.lstat(where.socket).st_mode) == 0o600
+        running.post(protocol.user_line("[from em] through the short path"))
+        running.settle()
+    finally:
+        running.close()
+    assert [m.text for m in _queued(team)] == ["through the short path"]
+    assert not os.path.exists(where.socket)
