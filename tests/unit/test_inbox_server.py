@@ -149,6 +149,15 @@ def test_a_flood_from_one_sender_is_throttled_then_let_through_again() -> None:
     assert got.count(Verdict.ACCEPT) == gate.INBOX_BURST
 
 
+def test_senders_whose_bucket_filled_up_again_are_forgotten() -> None:
+    g = Gate(PermissionClass.PROMPTING)
+    for i in range(gate.MAX_SENDERS):
+        g.judge(gate.Arrival(f"x{i}", f"s{i}", f"label:s{i}", None, None), float(i) / 1000)
+    assert len(g.buckets) == gate.MAX_SENDERS
+    g.judge(gate.Arrival("late", "new", "label:new", None, None), 1000.0)
+    assert list(g.buckets) == ["label:new"]
+
+
 def test_too_large_empty_and_control_characters_are_refused() -> None:
     g = Gate(PermissionClass.PROMPTING)
     at_limit = g.judge(gate.Arrival("a" * protocol.MAX_SERIALIZED_CHARS, "em", "e", None, None), 0.0)

@@ -50,6 +50,7 @@ REFILL_SECONDS = 2.0
 INBOX_BURST = 60
 INBOX_REFILL_SECONDS = 1.0
 SEEN_IDS = 4096
+MAX_SENDERS = 1024
 UNKNOWN_SENDER = "unknown"
 
 ENVELOPE = re.compile(
@@ -179,6 +180,9 @@ class Gate:
             return Decision(Verdict.DROP, repeat)
         if self.inbox_bucket is None:
             self.inbox_bucket = Bucket(INBOX_BURST, INBOX_REFILL_SECONDS, now)
+        if len(self.buckets) >= MAX_SENDERS:  # forget the senders whose bucket has filled up again
+            full = BURST * REFILL_SECONDS
+            self.buckets = {k: b for k, b in self.buckets.items() if now - b.last < full}
         bucket = self.buckets.setdefault(arrival.source, Bucket(BURST, REFILL_SECONDS, now))
         if not bucket.take(now):
             return Decision(

@@ -112,7 +112,6 @@ class Inbox:
         self.conns: dict[int, Conn] = {}
         self.selector = selectors.DefaultSelector()
         self.listener: socket.socket | None = None
-        self.queued: list[str] = []  # ids of the messages this inbox queued (for tests and the log)
 
     # -- the socket ----------------------------------------------------------------
 
@@ -260,7 +259,6 @@ class Inbox:
                 why = exc.message if isinstance(exc, FabrikitoError) else str(exc)
                 self._log(arrival.sender, msglog.Outcome.NOT_DELIVERED, f"refused, not queued: {why}", arrival.text)
                 return Verdict.REFUSE
-            self.queued.append(msg.id)
             note = f"from the inbox, held: {decision.reason}; ./fabrikito queue release {msg.id}" if held else ""
             problem = queue.log(self.team, msg, msglog.Outcome.QUEUED, note or "from the inbox")
             if problem is not None:
