@@ -402,6 +402,7 @@ def test_the_process_registers_like_a_session_send_reaches_it_and_stop_leaves_no
         )
         assert done.returncode == 0, done.stderr
         assert "auth: peer token" in done.stdout
+        assert "fabrikito's inbox of a seat that is not Claude Code" in done.stdout, done.stdout
         deadline = time.monotonic() + 5
         while not _queued(team) and time.monotonic() < deadline:
             time.sleep(0.05)

@@ -284,7 +284,18 @@ def send(
     payload = build_payload(text, token.value)
     result = post(target.socket_path, payload, timeout)
     mode = receiver_mode or (target.entry.permission_mode if target.entry is not None else None)
+    if target.entry is not None and target.entry.fabrikito_inbox:
+        return SendReport(target, token, result, INBOX_FATE)
     return SendReport(target, token, result, tuple(receiver_fate(token, mode)))
+
+
+INBOX_FATE = (
+    "written to fabrikito's inbox of a seat that is not Claude Code (the socket answers nothing).",
+    "This is fabrikito's inbox of a seat that is not Claude Code: it queues the message for the delivery worker, "
+    "holds it for the owner (./fabrikito queue release), or "
+    "refuses it (throttled, a repeat, the queue full), by the seat's permission class; ./fabrikito queue and the "
+    "log say which.",
+)
 
 
 # -- waiting for idle ------------------------------------------------------------------------

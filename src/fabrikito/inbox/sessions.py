@@ -177,6 +177,7 @@ class SessionEntry:
     updated_at: int | None
     liveness: Liveness
     status_updated_at: int | None = None  # epoch ms of the last status change (``statusUpdatedAt``)
+    fabrikito_inbox: bool = False  # written by fabrikito's inbox of a seat that is not Claude Code
 
     @property
     def stale(self) -> bool:
@@ -289,6 +290,7 @@ def parse_entry(
         status_updated_at=status_updated
         if isinstance(status_updated, int) and not isinstance(status_updated, bool)
         else None,
+        fabrikito_inbox=isinstance(data.get("fabrikitoInbox"), dict),
     )
 
 
