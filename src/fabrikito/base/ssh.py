@@ -1,0 +1,218 @@
+"""The one module that runs ssh: a command on another host, over one multiplexed connection.
+
+A :class:`Host` is an ssh destination as the team file names it (``build-2``,
+``user@host``, ``ssh://user@host:port``), as ``~/.ssh/config`` knows it; when
+``$FABRIKITO_SSH_CONFIG`` is set, ssh reads that file instead (``-F``).  Every
+call:
+
+* goes through one OpenSSH ControlMaster connection per host, its socket in
+  the team's ``.state/<team>/ssh/`` (started by :meth:`Host.connect` with
+  ``-f -N``, kept for :data:`PERSIST` after the last use); a call finds the
+  master by its socket and falls back to a connection of its own when the
+  master has gone;
+* runs with ``BatchMode=yes`` (no password or passphrase prompt, ever) and
+  ``StrictHostKeyChecking=yes`` (an unknown or changed host key is an error,
+  never a question), ``ConnectTimeout`` :data:`CONNECT_TIMEOUT` and a deadline
+  of its own;
+* passes the remote command as one string of ``shlex``-quoted words (ssh
+  hands it to the remote user's shell), with ``~/.local/bin`` put first on
+  ``PATH`` (where ``uv tool`` and ``pipx`` install) and a UTF-8 ``LANG``;
+* raises :class:`~fabrikito.base.errors.HostError` naming the host, what went
+  wrong (:class:`Problem`) and what to do, for ssh's own failures (exit 255).
+
+ssh is started with ``posix_spawnp`` and pipes (:mod:`fabrikito.base.spawn`),
+as tmux is: ``say`` to a seat on another host runs it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shlex
+import socket
+from collections.abc import Sequence
+from pathlib import Path
+
+from fabrikito.base.errors import HostError, Problem
+from fabrikito.base.spawn import run as spawn_run
+from fabrikito.base.values import frozen
+
+CONNECT_TIMEOUT = 5
+COMMAND_TIMEOUT = 30.0
+#: How long a master connection stays after its last use.
+PERSIST = "10m"
+CONFIG_VARIABLE = "FABRIKITO_SSH_CONFIG"
+SSH_FAILED = 255
+#: A unix socket path is at most 107 bytes; ssh adds a temporary suffix of 17 while it makes one.
+SOCKET_ROOM = 107 - 17
+#: The exit status of a remote shell that did not find the command.
+NOT_FOUND = 127
+
+_PREAMBLE = 'PATH="$HOME/.local/bin:$PATH" LANG="${LANG:-C.UTF-8}" exec '
+
+
+@frozen
+class Answer:
+    """What a remote command did: its exit status, stdout and stderr."""
+
+    code: int
+    out: bytes
+    err: str
+
+
+@frozen
+class Host:
+    """One ssh destination, reached through a master connection whose socket is in ``control_dir``."""
+
+    dest: str
+    control_dir: Path
+
+    @property
+    def control_path(self) -> str:
+        name = hashlib.sha256(self.dest.encode("utf-8", "surrogateescape")).hexdigest()[:16]
+        path = os.path.join(self.control_dir, name)
+        if len(path.encode()) <= SOCKET_ROOM:
+            return path
+        # A deep checkout: the socket goes where a short path is sure (still private to this user).
+        base = os.environ.get("XDG_RUNTIME_DIR") or f"/tmp/fabrikito-ssh-{os.getuid()}"  # noqa: S108
+        where = hashlib.sha256(str(self.control_dir).encode("utf-8", "surrogateescape")).hexdigest()[:12]
+        return os.path.join(base, f"{where}-{name}")
+
+    def options(self) -> list[str]:
+        """ssh's options for every call to this host."""
+        argv = ["ssh"]
+        config = os.environ.get(CONFIG_VARIABLE)
+        if config:
+            argv += ["-F", config]
+        for option in (
+            "BatchMode=yes",
+            "StrictHostKeyChecking=yes",
+            f"ConnectTimeout={CONNECT_TIMEOUT}",
+            "ServerAliveInterval=5",
+            "ServerAliveCountMax=2",
+            "LogLevel=ERROR",
+            f"ControlPath={self.control_path}",
+        ):
+            argv += ["-o", option]
+        return argv
+
+    # -- the master connection ---------------------------------------------------------
+
+    def master_up(self) -> bool:
+        """Whether a master answers on the control socket (found without running ssh)."""
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.settimeout(1.0)
+            sock.connect(self.control_path)
+        except OSError:
+            return False
+        finally:
+            sock.close()
+        return True
+
+    def connect(self, *, timeout: float = CONNECT_TIMEOUT + 5.0) -> None:
+        """Start the master connection unless one answers; raise :class:`HostError` when ssh cannot connect."""
+        if self.master_up():
+            return
+        from fabrikito.base import statedir
+
+        parent = os.path.dirname(self.control_path)
+        if Path(parent) == Path(self.control_dir):
+            statedir.ensure_dir(Path(parent))
+        else:
+            os.makedirs(parent, mode=0o700, exist_ok=True)
+        try:
+            os.unlink(self.control_path)  # a socket left by a master that died: ssh will not replace it
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            raise HostError(self.dest, Problem.UNREACHABLE, f"its control socket cannot be replaced ({exc})") from None
+        argv = [*self.options(), "-o", "ControlMaster=yes", "-o", f"ControlPersist={PERSIST}", "-f", "-N", self.dest]
+        try:
+            answer = self._spawn(argv, b"", timeout)
+        except HostError as exc:  # no command ran: a host that does not answer is unreachable
+            if exc.problem is not Problem.TIMED_OUT:
+                raise
+            raise HostError(self.dest, Problem.UNREACHABLE, exc.advice, detail=exc.detail) from None
+        if answer.code != 0:
+            raise classify(self.dest, answer.err, answer.code)
+
+    def disconnect(self) -> None:
+        """End the master connection, if there is one."""
+        if self.master_up():
+            try:
+                self._spawn([*self.options(), "-O", "exit", self.dest], b"", 5.0)
+            except HostError:
+                pass
+
+    # -- commands -----------------------------------------------------------------------
+
+    def run(self, argv: Sequence[str], *, input: bytes = b"", timeout: float = COMMAND_TIMEOUT) -> Answer:
+        """Run ``argv`` on the host (connecting first when needed); its answer, whatever its exit status.
+
+        Raises :class:`HostError` when ssh itself fails (exit 255) or the deadline passes.
+        """
+        import time
+
+        deadline = time.monotonic() + timeout
+        self.connect(timeout=min(timeout, CONNECT_TIMEOUT + 5.0))
+        command = _PREAMBLE + shlex.join(argv)
+        left = max(0.5, deadline - time.monotonic())
+        answer = self._spawn([*self.options(), "-o", "ControlMaster=no", "-T", self.dest, command], input, left)
+        if answer.code == SSH_FAILED:
+            raise classify(self.dest, answer.err, answer.code, started=bool(answer.out))
+        return answer
+
+    def _spawn(self, argv: list[str], data: bytes, timeout: float) -> Answer:
+        try:
+            code, out, err = spawn_run(argv, data, timeout, os.environ)
+        except TimeoutError as exc:
+            raise HostError(
+                self.dest, Problem.TIMED_OUT, f"it did not answer within {timeout:g} s", detail=str(exc)
+            ) from None
+        except OSError as exc:
+            raise HostError(
+                self.dest, Problem.NO_SSH, f"ssh could not be started ({exc.strerror}): install OpenSSH's client"
+            ) from None
+        return Answer(code, out, err.decode("utf-8", "replace"))
+
+
+def classify(dest: str, stderr: str, code: int, *, started: bool = False) -> HostError:
+    """The :class:`HostError` for ssh's failure ``stderr``."""
+    lines = [line.strip() for line in stderr.replace("\r", "").split("\n") if line.strip()]
+    useful = [line for line in lines if not line.startswith(("@", "Control socket connect", "Please contact"))]
+    said = "; ".join(useful[-3:]) or f"ssh exited with status {code}"
+    if "REMOTE HOST IDENTIFICATION HAS CHANGED" in stderr or ("Host key for" in stderr and "has changed" in stderr):
+        return HostError(
+            dest,
+            Problem.HOST_KEY_CHANGED,
+            "its host key has CHANGED since it was recorded in known_hosts. That may be an attack; if you know "
+            f"the host was reinstalled, remove the old key (ssh-keygen -R {dest!r}), check the new one with "
+            f"`ssh {dest}`, then try again",
+            detail=said,
+        )
+    if "host key is known" in stderr or "Host key verification failed" in stderr:
+        return HostError(
+            dest,
+            Problem.HOST_KEY_UNKNOWN,
+            f"its host key is not in known_hosts. Connect once by hand (`ssh {dest}`), check the key's "
+            "fingerprint and accept it, then try again; fabrikito never accepts a host key itself",
+            detail=said,
+        )
+    if "Permission denied" in stderr or "Too many authentication failures" in stderr:
+        return HostError(
+            dest,
+            Problem.LOGIN_REFUSED,
+            f"it refused the login. fabrikito logs in without a prompt (BatchMode): set up key login for {dest} "
+            "(ssh-copy-id, or an ssh-agent holding the key), check it with `ssh -o BatchMode=yes "
+            f"{dest} true`, then try again",
+            detail=said,
+        )
+    if started:
+        return HostError(dest, Problem.DROPPED, "the connection dropped while the command ran", detail=said)
+    return HostError(dest, Problem.UNREACHABLE, "it cannot be reached", detail=said)
+
+
+def remote_fabrikito(*args: str) -> list[str]:
+    """The argv of fabrikito on a host: ``fabrikito`` on its PATH (``~/.local/bin`` first)."""
+    return ["fabrikito", *args]

@@ -1,0 +1,180 @@
+"""``say`` and ``flush`` to a seat on another host: the engine runs on that host.
+
+The sender's side (:func:`deliver_remote`, :func:`flush_remote`) runs one ssh
+command, ``fabrikito _host say <team> --sender <role> <seat>`` with the
+message on stdin, through the team's master connection to the seat's host.
+The host's side (:func:`serve_say`, :func:`serve_flush`) runs the same
+delivery engine as a local ``say`` (:func:`fabrikito.delivery.say.deliver`),
+next to the pane, and writes the host's own log line.  It prints ``accepted``
+before the engine starts and one JSON line with the outcome at the end, and
+exits with ``say``'s status.
+
+The sender's log line is written by ``say`` as for a local seat.  When the
+connection fails:
+
+* before ``accepted`` arrived, nothing was typed: ``NOT-DELIVERED`` with ssh's
+  reason (unreachable, host key, login), exit 3;
+* after it, the engine on the host carries on by itself (it runs without a
+  terminal, so losing the connection does not stop it) and its log line says
+  what happened: here the outcome is *not known*, ``NOT-DELIVERED`` with a
+  reason saying where to look, exit 4; nothing is retried, so nothing is
+  ever typed twice.
+
+What the host trusts (:func:`check_routed`): the sender named on the command
+line is taken only from a command that came in over ssh (``SSH_CONNECTION``
+set), with no ``TEAM_ROLE`` (a seat has one), not from inside one of the
+host's seats (the same walk up the process tree ``say`` does), and only for
+``owner`` or a seat that is *not* on this host.  Whoever can log in to the
+host as the team's user can still claim any of those: as with ``TEAM_ROLE``,
+a label is a claim, and this stops a seat from passing for another by accident.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+
+from fabrikito.base.errors import FabrikitoError, HostError, Problem
+from fabrikito.delivery.say import Delivery, Result
+from fabrikito.team import hosts
+from fabrikito.team.teamfile import Seat, Team
+
+ACCEPTED = b"accepted\n"
+SAY_TIMEOUT = 60.0
+EXIT_NOT_FOUND = 127
+
+
+def _host_argv(op: str, team: Team, sender: str, role: str) -> list[str]:
+    from fabrikito.base.ssh import remote_fabrikito
+
+    return remote_fabrikito("_host", op, team.name, "--sender", sender, role)
+
+
+def deliver_remote(team: Team, seat: Seat, sender: str, text: str, here: str | None) -> Delivery:
+    """``say``'s engine for ``seat`` run on its host; the outcome as a local delivery reports it."""
+    try:
+        dest = hosts.dest_of(team, seat, here)
+    except FabrikitoError as exc:
+        return Delivery(seat.role, Result.REFUSED, exc.message)
+    host = hosts.host(team, dest)
+    try:
+        answer = host.run(_host_argv("say", team, sender, seat.role), input=text.encode("utf-8"), timeout=SAY_TIMEOUT)
+    except HostError as exc:
+        return _failed(seat.role, exc, started=exc.problem in (Problem.DROPPED, Problem.TIMED_OUT))
+    return _read_answer(seat.role, dest, answer.code, answer.out, answer.err)
+
+
+def _failed(role: str, exc: HostError, *, started: bool) -> Delivery:
+    if started:
+        return Delivery(
+            role,
+            Result.UNKNOWN,
+            f"{exc.message}. Its engine was already delivering there and finishes on its own; the host's log says "
+            "whether it went (fabrikito log). Do not send it again before you have looked",
+        )
+    return Delivery(role, Result.REFUSED, exc.message, waitable=True)
+
+
+def _read_answer(role: str, dest: str, code: int, out: bytes, err: str) -> Delivery:
+    if code == EXIT_NOT_FOUND and not out.startswith(ACCEPTED):
+        return Delivery(role, Result.REFUSED, not_installed(dest, err))
+    if not out.startswith(ACCEPTED):
+        said = err.strip().replace("\n", "; ") or f"exit status {code}"
+        return Delivery(role, Result.REFUSED, f"host {dest}: fabrikito there refused it ({said})")
+    try:
+        data = json.loads(out[len(ACCEPTED) :].decode("utf-8", "replace").strip().splitlines()[-1])
+        result = Result(data["result"])
+        reason = str(data.get("reason") or "")
+    except (ValueError, KeyError, IndexError, TypeError):
+        return Delivery(
+            role,
+            Result.UNKNOWN,
+            f"host {dest}: its engine ended without saying how (exit status {code}); the host's log says whether "
+            "it went (fabrikito log). Do not send it again before you have looked",
+        )
+    return Delivery(role, result, f"on {dest}: {reason}" if reason else "", waitable=bool(data.get("waitable")))
+
+
+def not_installed(dest: str, said: str = "") -> str:
+    from fabrikito import __version__
+
+    detail = f" (the host said: {said.strip()})" if said.strip() else ""
+    return (
+        f"host {dest}: fabrikito is not installed there (no `fabrikito` on its PATH or in ~/.local/bin){detail}. "
+        f"Install the same release there, e.g. `uv tool install fabrikito=={__version__}` (or pipx), then try again"
+    )
+
+
+# -- the host's side ----------------------------------------------------------------------
+
+
+class NotTrusted(FabrikitoError):
+    exit_code = 3
+
+
+def check_routed(team: Team, sender: str, here: str | None, environ: dict[str, str] | None = None) -> None:
+    """Refuse a routed sender this host does not take (see the module docstring)."""
+    from fabrikito.delivery.identity import OWNER, IdentityRefused, sender_from_ancestry
+
+    env = os.environ if environ is None else environ
+    if env.get("TEAM_ROLE"):
+        raise NotTrusted("a routed message comes over ssh, never from a seat (TEAM_ROLE is set here): use say")
+    if not env.get("SSH_CONNECTION"):
+        raise NotTrusted("a routed message comes over ssh, and this did not: use say")
+    seat = team.seat(sender)
+    if sender != OWNER and (seat is None or seat.host == here):
+        raise NotTrusted(
+            f"the sender {sender!r} is not a seat on another host of team {team.name} (nor owner): "
+            "a seat on this host sends with say"
+        )
+    from fabrikito.delivery.say import _list_panes
+
+    server = team.server()
+    panes = _list_panes(server) if os.path.exists(server.resolved_socket_path()) else []
+    try:
+        inside = sender_from_ancestry(team, panes)
+    except IdentityRefused as exc:
+        raise NotTrusted(exc.message) from None
+    if inside != OWNER:
+        raise NotTrusted(f"this runs inside seat {inside} of this host: a seat sends with say")
+
+
+def serve_say(team: Team, sender: str, role: str, text: str, *, write: Callable[[bytes], None]) -> int:
+    """The host's side of a routed ``say``: check the sender, deliver, log here, answer."""
+    from fabrikito.delivery import say
+    from fabrikito.delivery.oneline import OneLine, guarded
+    from fabrikito.log import msglog
+
+    here = hosts.this_host(team)
+    line = OneLine(team.log_path, role, text, msglog.Outcome.NOT_DELIVERED, sender=sender)
+
+    def answer(delivery: Delivery) -> int:
+        ok = delivery.result is Result.DELIVERED
+        log_error = line.write(msglog.Outcome.DELIVERED if ok else msglog.Outcome.NOT_DELIVERED)
+        data = {
+            "result": delivery.result.value,
+            "reason": delivery.reason,
+            "waitable": delivery.waitable,
+            "log_error": log_error,
+        }
+        write(json.dumps(data).encode() + b"\n")
+        return say._exit_code([delivery])
+
+    def run() -> int:
+        seat = team.seat(role)
+        try:
+            check_routed(team, sender, here)
+            if seat is None or seat.host != here:
+                raise NotTrusted(f"no seat {role!r} of team {team.name} runs on this host ({here})")
+        except NotTrusted as exc:
+            write(ACCEPTED)
+            return answer(Delivery(role, Result.REFUSED, exc.message))
+        write(ACCEPTED)
+        server = team.server()
+        panes = say._list_panes(server) if os.path.exists(server.resolved_socket_path()) else []
+        if panes is None:
+            return answer(Delivery(role, Result.REFUSED, "tmux cannot list the panes of the team's server", True))
+        return answer(say.deliver(say.Context(team=team, server=server, panes=panes), seat, sender, text))
+
+    return guarded(line, run, stopped=lambda name: answer(Delivery(role, Result.REFUSED, f"stopped by {name}")))
