@@ -48,7 +48,9 @@ SOCKET_ROOM = 107 - 17
 #: The exit status of a remote shell that did not find the command.
 NOT_FOUND = 127
 
-_PREAMBLE = 'PATH="$HOME/.local/bin:$PATH" LANG="${LANG:-C.UTF-8}" exec '
+_PREAMBLE = 'PATH="$HOME/.local/bin:$PATH" LANG="${LANG:-C.UTF-8}" '
+#: fabrikito on a host: on its PATH, ``~/.local/bin`` first.
+FABRIKITO = "fabrikito"
 
 
 @frozen
@@ -118,7 +120,8 @@ class Host:
 
         parent = os.path.dirname(self.control_path)
         if Path(parent) == Path(self.control_dir):
-            statedir.ensure_dir(Path(parent))
+            for level in (2, 1, 0):  # .state/, .state/<team>/, .state/<team>/ssh/ (0700 each)
+                statedir.ensure_dir(Path(parent).parents[level - 1] if level else Path(parent))
         else:
             os.makedirs(parent, mode=0o700, exist_ok=True)
         try:
@@ -147,8 +150,12 @@ class Host:
 
     # -- commands -----------------------------------------------------------------------
 
-    def run(self, argv: Sequence[str], *, input: bytes = b"", timeout: float = COMMAND_TIMEOUT) -> Answer:
-        """Run ``argv`` on the host (connecting first when needed); its answer, whatever its exit status.
+    def run(
+        self, args: Sequence[str], *, program: str = FABRIKITO, input: bytes = b"", timeout: float = COMMAND_TIMEOUT
+    ) -> Answer:
+        """Run ``program args...`` on the host (connecting first when needed); its answer, whatever its exit status.
+
+        ``program`` is a shell command (fabrikito as the host runs it); ``args`` are quoted word by word.
 
         Raises :class:`HostError` when ssh itself fails (exit 255) or the deadline passes.
         """
@@ -156,7 +163,7 @@ class Host:
 
         deadline = time.monotonic() + timeout
         self.connect(timeout=min(timeout, CONNECT_TIMEOUT + 5.0))
-        command = _PREAMBLE + shlex.join(argv)
+        command = f"{_PREAMBLE}{program} {shlex.join(args)}"
         left = max(0.5, deadline - time.monotonic())
         answer = self._spawn([*self.options(), "-o", "ControlMaster=no", "-T", self.dest, command], input, left)
         if answer.code == SSH_FAILED:
@@ -211,8 +218,3 @@ def classify(dest: str, stderr: str, code: int, *, started: bool = False) -> Hos
     if started:
         return HostError(dest, Problem.DROPPED, "the connection dropped while the command ran", detail=said)
     return HostError(dest, Problem.UNREACHABLE, "it cannot be reached", detail=said)
-
-
-def remote_fabrikito(*args: str) -> list[str]:
-    """The argv of fabrikito on a host: ``fabrikito`` on its PATH (``~/.local/bin`` first)."""
-    return ["fabrikito", *args]

@@ -45,21 +45,17 @@ SAY_TIMEOUT = 60.0
 EXIT_NOT_FOUND = 127
 
 
-def _host_argv(op: str, team: Team, sender: str, role: str) -> list[str]:
-    from fabrikito.base.ssh import remote_fabrikito
-
-    return remote_fabrikito("_host", op, team.name, "--sender", sender, role)
-
-
 def deliver_remote(team: Team, seat: Seat, sender: str, text: str, here: str | None) -> Delivery:
     """``say``'s engine for ``seat`` run on its host; the outcome as a local delivery reports it."""
     try:
         dest = hosts.dest_of(team, seat, here)
+        ref, program = hosts.command_for(team, seat)
     except FabrikitoError as exc:
         return Delivery(seat.role, Result.REFUSED, exc.message)
     host = hosts.host(team, dest)
     try:
-        answer = host.run(_host_argv("say", team, sender, seat.role), input=text.encode("utf-8"), timeout=SAY_TIMEOUT)
+        args = ["_host", "say", ref, "--sender", sender, seat.role]
+        answer = host.run(args, program=program, input=text.encode("utf-8"), timeout=SAY_TIMEOUT)
     except HostError as exc:
         return _failed(seat.role, exc, started=exc.problem in (Problem.DROPPED, Problem.TIMED_OUT))
     return _read_answer(seat.role, dest, answer.code, answer.out, answer.err)

@@ -11,6 +11,9 @@ runs, through :mod:`fabrikito.base.ssh`::
     fabrikito _host log TEAM                     the host's messages.log, as it is
     fabrikito _host say TEAM --sender S ROLE     stdin: the message (see delivery/route.py)
 
+TEAM is the team's name (this host's copy), or, for a say routed from a host
+to the team's own machine, the path of the team file there.
+
 The host's copy of the team is ``$XDG_STATE_HOME/fabrikito/teams/<team>/team.toml``
 (:func:`fabrikito.team.hosts.host_team_dir`); its shared prompt is
 ``shared-prompt.md`` beside it, and relative ``cwd`` values are taken from
@@ -52,11 +55,21 @@ def load_here(name: str) -> Team:
     return replace(team, shared_prompt=path.parent / PROMPT_FILE)
 
 
+def _load(ref: str) -> Team:
+    """A host's copy by the team's name, or the origin's own team file by its path (a routed say to it)."""
+    if "/" in ref:
+        from fabrikito.team import teamfile
+
+        return teamfile.load(ref)
+    return load_here(ref)
+
+
 def put(name: str, dest: str, data: bytes) -> None:
     """Write this host's copy of the team file and shared prompt; record which host this is."""
     try:
         given = json.loads(data)
         toml, prompt = str(given["team_toml"]), given.get("prompt")
+        origin_team, origin_command = str(given["origin_team"]), str(given["origin_command"])
     except (ValueError, KeyError, TypeError):
         raise UsageError("_host put: stdin is not the team's JSON") from None
     directory = hosts.host_team_dir(name)
@@ -67,7 +80,7 @@ def put(name: str, dest: str, data: bytes) -> None:
     team = load_here(name)
     if team.name != name:
         raise UsageError(f"_host put: the team file names team {team.name}, not {name}")
-    hosts.mark_here(team, dest)
+    hosts.mark_here(team, dest, origin_team=origin_team, origin_command=origin_command)
 
 
 def main(argv: Sequence[str]) -> int:
@@ -78,7 +91,7 @@ def main(argv: Sequence[str]) -> int:
     parser.add_argument("--host")
     parser.add_argument("--sender")
     parser.add_argument("--timeout", type=float)
-    args = parser.parse_args(list(argv))
+    args = parser.parse_intermixed_args(list(argv))
     if args.op == "version":
         from fabrikito import __version__
 
@@ -91,7 +104,10 @@ def main(argv: Sequence[str]) -> int:
             raise UsageError("_host put: --host names this host")
         put(args.team, args.host, sys.stdin.buffer.read())
         return 0
-    team = load_here(args.team)
+    if args.op == "status" and not team_file(args.team).is_file():
+        print(json.dumps({"seats": []}))  # never brought up here: every seat of this host is down
+        return 0
+    team = _load(args.team)
     here = hosts.this_host(team)
     local = hosts.local_team(team, here)
     if args.op == "say":

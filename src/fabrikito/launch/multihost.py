@@ -42,10 +42,10 @@ def remote_hosts(team: Team) -> dict[str, list[Seat]]:
 
 def check_version(team: Team, dest: str) -> None:
     """Raise :class:`HostError` unless ``dest`` runs this very release of fabrikito."""
-    from fabrikito.base.ssh import NOT_FOUND, remote_fabrikito
+    from fabrikito.base.ssh import NOT_FOUND
     from fabrikito.delivery.route import not_installed
 
-    answer = hosts.host(team, dest).run(remote_fabrikito("_host", "version"), timeout=PREPARE_TIMEOUT)
+    answer = hosts.host(team, dest).run(["_host", "version"], timeout=PREPARE_TIMEOUT)
     if answer.code == NOT_FOUND:
         raise HostError(dest, Problem.NOT_INSTALLED, not_installed(dest, answer.err).partition(": ")[2])
     there = answer.out.decode("utf-8", "replace").strip()
@@ -61,13 +61,21 @@ def check_version(team: Team, dest: str) -> None:
 
 def copy_team(team: Team, dest: str) -> None:
     """The team file and the shared prompt, to the host's copy of the team."""
-    from fabrikito.base.ssh import remote_fabrikito
 
     prompt = None
     if team.shared_prompt is not None and team.shared_prompt.is_file():
         prompt = team.shared_prompt.read_text(encoding="utf-8")
-    data = json.dumps({"team_toml": team.path.read_text(encoding="utf-8"), "prompt": prompt}).encode()
-    argv = remote_fabrikito("_host", "put", team.name, "--host", dest)
+    from fabrikito.launch.seatfiles import say_command
+
+    data = json.dumps(
+        {
+            "team_toml": team.path.read_text(encoding="utf-8"),
+            "prompt": prompt,
+            "origin_team": str(team.path),
+            "origin_command": say_command(),
+        }
+    ).encode()
+    argv = ["_host", "put", team.name, "--host", dest]
     answer = hosts.host(team, dest).run(argv, input=data, timeout=PREPARE_TIMEOUT)
     if answer.code != 0:
         said = answer.err.strip() or f"exit status {answer.code}"
@@ -78,7 +86,6 @@ def up(
     team: Team, roles: Sequence[str] | None, *, out: Callable[[str], None], timeout: float
 ) -> dict[str, tuple[Seat, str]]:
     """Bring up the seats on every other host; returns the seats that failed, with why."""
-    from fabrikito.base.ssh import remote_fabrikito
 
     failed: dict[str, tuple[Seat, str]] = {}
     lock = threading.Lock()
@@ -93,7 +100,7 @@ def up(
             check_version(team, dest)
             copy_team(team, dest)
             say(f"fabrikito {__version__} there; the team file and shared prompt copied")
-            argv = remote_fabrikito("_host", "up", team.name, "--timeout", f"{timeout:g}", *chosen)
+            argv = ["_host", "up", team.name, "--timeout", f"{timeout:g}", *chosen]
             answer = hosts.host(team, dest).run(argv, timeout=timeout + 120)
         except (HostError, OSError) as exc:
             why = exc.message if isinstance(exc, HostError) else str(exc)
@@ -123,7 +130,6 @@ def up(
 
 def down(team: Team, roles: Sequence[str] | None, *, out: Callable[[str], None]) -> int:
     """Stop the seats on every other host; 1 when a host could not be reached or failed."""
-    from fabrikito.base.ssh import remote_fabrikito
 
     code = 0
 
@@ -132,9 +138,7 @@ def down(team: Team, roles: Sequence[str] | None, *, out: Callable[[str], None])
         if not chosen:
             return dest, 0, ""
         try:
-            answer = hosts.host(team, dest).run(
-                remote_fabrikito("_host", "down", team.name, *chosen), timeout=DOWN_TIMEOUT
-            )
+            answer = hosts.host(team, dest).run(["_host", "down", team.name, *chosen], timeout=DOWN_TIMEOUT)
         except HostError as exc:
             return dest, 1, f"FAILED: {exc.message}"
         text = answer.out.decode("utf-8", "replace") + answer.err
@@ -167,10 +171,9 @@ def collect(team: Team, *, screens: bool = True) -> status.Status:
 
 
 def _host_status(team: Team, dest: str, seats: list[Seat]) -> list[status.SeatStatus]:
-    from fabrikito.base.ssh import remote_fabrikito
 
     try:
-        answer = hosts.host(team, dest).run(remote_fabrikito("_host", "status", team.name), timeout=STATUS_TIMEOUT)
+        answer = hosts.host(team, dest).run(["_host", "status", team.name], timeout=STATUS_TIMEOUT)
         if answer.code != 0:
             raise FabrikitoError(answer.err.strip() or f"exit status {answer.code}")
         rows: dict[str, dict[str, Any]] = {r["role"]: r for r in json.loads(answer.out)["seats"]}
@@ -182,7 +185,7 @@ def _host_status(team: Team, dest: str, seats: list[Seat]) -> list[status.SeatSt
     for seat in seats:
         row = rows.get(seat.role)
         if row is None:
-            result.append(_unreachable(seat, dest, "not in the host's copy of the team: run up again"))
+            result.append(_unreachable(seat, dest, "never brought up on that host", state=status.SeatState.DOWN))
             continue
         result.append(
             status.SeatStatus(
@@ -203,12 +206,14 @@ def _host_status(team: Team, dest: str, seats: list[Seat]) -> list[status.SeatSt
     return result
 
 
-def _unreachable(seat: Seat, dest: str, why: str) -> status.SeatStatus:
+def _unreachable(
+    seat: Seat, dest: str, why: str, *, state: status.SeatState = status.SeatState.UNREACHABLE
+) -> status.SeatStatus:
     return status.SeatStatus(
         role=seat.role,
         session=seat.session,
         pane=None,
-        state=status.SeatState.UNREACHABLE,
+        state=state,
         detail=why,
         permission_class=seat.permission_class.value,
         last_to=None,

@@ -41,22 +41,35 @@ def here_path(team: Team) -> Path:
     return team.state_dir / HERE_FILE
 
 
-def this_host(team: Team) -> str | None:
-    """The host this copy of the team runs on (``None``: the origin, the team file's own machine)."""
+def _here_record(team: Team) -> dict[str, str]:
     from fabrikito.base import statedir
     from fabrikito.base.errors import StateFileError
 
     try:
         raw = statedir.read_plain(here_path(team))
-    except (OSError, StateFileError):
-        return None
-    if not raw:
-        return None
-    try:
-        host = json.loads(raw).get("host")
-    except (ValueError, AttributeError):
-        return None
-    return host if isinstance(host, str) and host else None
+        data = json.loads(raw) if raw else {}
+    except (OSError, StateFileError, ValueError):
+        return {}
+    if not isinstance(data, dict):
+        return {}
+    return {k: v for k, v in data.items() if isinstance(k, str) and isinstance(v, str) and v}
+
+
+def this_host(team: Team) -> str | None:
+    """The host this copy of the team runs on (``None``: the origin, the team file's own machine)."""
+    return _here_record(team).get("host")
+
+
+def origin_route(team: Team) -> tuple[str, str]:
+    """On a host: the origin's team file and the command that runs fabrikito there, as ``up`` recorded them."""
+    record = _here_record(team)
+    team_file, command = record.get("origin_team"), record.get("origin_command")
+    if not team_file or not command:
+        raise UsageError(
+            "this host's copy of the team does not say where the team's own machine keeps it: run "
+            "`fabrikito up` there again"
+        )
+    return team_file, command
 
 
 def here_of(team: Team) -> str | None:
@@ -66,12 +79,13 @@ def here_of(team: Team) -> str | None:
     return this_host(team)
 
 
-def mark_here(team: Team, host: str) -> None:
-    """Record that this copy of the team is on ``host``."""
+def mark_here(team: Team, host: str, *, origin_team: str, origin_command: str) -> None:
+    """Record that this copy of the team is on ``host``, and how the origin is reached."""
     from fabrikito.base import statedir
 
     statedir.ensure_state_dir(team.base_dir, team.name)
-    statedir.write_atomic(here_path(team), json.dumps({"host": host}).encode())
+    record = {"host": host, "origin_team": origin_team, "origin_command": origin_command}
+    statedir.write_atomic(here_path(team), json.dumps(record).encode())
 
 
 def is_here(seat: Seat, here: str | None) -> bool:
@@ -100,6 +114,17 @@ def dest_of(team: Team, seat: Seat, here: str | None) -> str:
             "run `fabrikito up` there again to copy it here"
         )
     return team.origin
+
+
+def command_for(team: Team, seat: Seat) -> tuple[str, str]:
+    """How the host of ``seat`` names the team, and the command that runs fabrikito there: a host's copy
+    by the team's name with ``fabrikito``; the team's own machine by its team file, with the command ``up``
+    recorded."""
+    from fabrikito.base.ssh import FABRIKITO
+
+    if seat.host is None:
+        return origin_route(team)
+    return team.name, FABRIKITO
 
 
 def elsewhere(team: Team, here: str | None) -> dict[str, list[Seat]]:
