@@ -33,12 +33,13 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
 USER = "fkremote"
+HOME = Path("/tmp/fab-host-fkremote")
+KEYS = Path("/tmp/fab-host-fkremote.ssh")
 SSHD = "/usr/sbin/sshd"
 REPO = Path(__file__).resolve().parents[2]
 
@@ -55,18 +56,38 @@ def _run(argv: Sequence[str], **kwargs: object) -> subprocess.CompletedProcess[s
     return done  # type: ignore[no-any-return]
 
 
+def _end_user_processes() -> None:
+    """What an earlier run left running as the test's own user (a tmux server, a seat), ended by pid."""
+    try:
+        uid = pwd.getpwnam(USER).pw_uid
+    except KeyError:
+        return
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                if os.stat(f"/proc/{entry}").st_uid == uid:
+                    os.kill(int(entry), signal.SIGKILL)
+            except (FileNotFoundError, ProcessLookupError):
+                pass
+
+
 def _keygen(path: Path) -> str:
     _run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", path.name, "-f", str(path)])
     return path.with_suffix(".pub").read_text().strip()
 
 
 class OtherHost:
-    def __init__(self, keys: Path) -> None:
+    def __init__(self) -> None:
         assert os.geteuid() == 0, "the second host's live tests run as root (they add a user and start sshd)"
         assert os.path.exists(SSHD), "no sshd: ./scripts/setup installs openssh-server (apt-get install openssh-server)"
-        self.keys = keys
+        self.keys = KEYS  # outside pytest's own 0700 tree: sshd reads the user's authorized keys as the user
+        shutil.rmtree(self.keys, ignore_errors=True)
+        self.keys.mkdir(mode=0o700)
         self.port = _free_port()
-        self.home = Path(tempfile.mkdtemp(prefix="fab-host-", dir="/tmp"))
+        self.home = HOME
+        _end_user_processes()
+        shutil.rmtree(self.home, ignore_errors=True)
+        self.home.mkdir(mode=0o700)
         self.sshd: subprocess.Popen[bytes] | None = None
         self.tmux_sockets: list[str] = []  # the teams' tmux servers the user runs, killed at the end
         self._user()
@@ -79,10 +100,13 @@ class OtherHost:
 
     def _user(self) -> None:
         try:
-            pwd.getpwnam(USER)
+            entry = pwd.getpwnam(USER)
         except KeyError:
             _run(["useradd", "--no-create-home", "--shell", "/bin/sh", "--home-dir", str(self.home), USER])
-        _run(["usermod", "--home", str(self.home), "--password", "*", USER])
+            entry = pwd.getpwnam(USER)
+        if entry.pw_dir != str(self.home):
+            _run(["usermod", "--home", str(self.home), USER])
+        _run(["usermod", "--password", "*", USER])  # not the locked "!": sshd (UsePAM no) would refuse even a key
 
     def _keys(self) -> None:
         self.host_pub = _keygen(self.keys / "host_key")
@@ -223,4 +247,6 @@ class OtherHost:
             self.as_user(["tmux", "-L", name, "kill-server"], check=False)
         seatkit.stop_pids(seatkit.home_pids(self.home))
         self.stop_sshd()
+        _end_user_processes()
         shutil.rmtree(self.home, ignore_errors=True)
+        shutil.rmtree(self.keys, ignore_errors=True)

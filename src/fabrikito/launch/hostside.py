@@ -132,7 +132,8 @@ def main(argv: Sequence[str]) -> int:
     if args.op == "down":
         return lifecycle.down(local, roles, out=_line)
     kwargs = {} if args.timeout is None else {"timeout": args.timeout}
-    result = lifecycle.up(local, roles, out=_line, **kwargs)
+    # The whole team, so each seat's roster lists every seat; only this host's are started.
+    result = lifecycle.up(team, roles or list(local.roles), out=_line, **kwargs)
     for failed in result.failed:
         _line(f"{failed.role} did not come up: {failed.detail}")
     return result.exit_code

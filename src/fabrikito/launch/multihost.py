@@ -242,7 +242,9 @@ def run_up(team: Team, roles: Sequence[str] | None, *, out: Callable[[str], None
     local, mine, wanted = _split(team, roles)
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="hosts") as pool:
         elsewhere = pool.submit(up, team, roles, out=out, timeout=timeout)
-        result = lifecycle.up(local, mine, out=out, timeout=timeout) if wanted else None
+        # The whole team, so each seat's roster lists every seat; only this machine's are started.
+        here = mine or list(local.roles)
+        result = lifecycle.up(team, here, out=out, timeout=timeout) if wanted else None
         failed = elsewhere.result()
     out("")
     out(status.render(collect(team)))
