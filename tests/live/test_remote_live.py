@@ -12,6 +12,7 @@ no seat (unknown host key, changed host key, refused login, fabrikito missing).
 from __future__ import annotations
 
 import json
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,6 +31,8 @@ from .teamkit import fabrikito, wait_for
 pytestmark = pytest.mark.live
 
 KICKOFF = "Read your notes and wait for work."
+SSH = ("ssh", "-F")
+HOST_SAY = 'PATH="$HOME/.local/bin:$PATH" fabrikito _host say live --sender em api'
 
 
 @pytest.fixture(scope="module")
@@ -209,7 +212,30 @@ def test_a_team_on_two_hosts(
     again = fabrikito("say", "api", "welcome back", team=team, role="em", env=env)
     assert again.returncode == 0, again.stdout + again.stderr
     standin.wait_for_request("api", "[from em] welcome back", 30)
-    assert not [r for r in standin.requests("api") if "are you still there" in json.dumps(r.body)]
+    assert not [t for t in standin.last_user_texts("api") if "are you still there" in t]
+
+    # -- the connection drops while the host's engine delivers: it finishes there on its own, once ---------
+    client = subprocess.Popen(
+        [*SSH, str(other_host.config), "-o", "BatchMode=yes", "-T", "fk-remote", HOST_SAY],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
+    assert client.stdin is not None and client.stdout is not None
+    client.stdin.write(b"cut off mid-way")
+    client.stdin.close()
+    assert client.stdout.readline() == b"accepted\n"  # the engine has started on the host
+    client.kill()  # the connection goes with it
+    client.wait()
+    wait_for(
+        lambda: ["em", "api", "delivered", "cut off mid-way"] in host_log(other_host),
+        30,
+        "the host's engine to finish on its own",
+        lambda: str(host_log(other_host)),
+    )
+    standin.wait_for_request("api", "[from em] cut off mid-way", 30)
+    typed = [t for t in standin.last_user_texts("api") if "cut off mid-way" in t]
+    assert len(typed) == 1, typed  # one turn: typed once, labelled
 
     # -- down: both hosts ----------------------------------------------------------------------------------
     down = fabrikito("down", team=team, role=None, env=env, timeout=120)

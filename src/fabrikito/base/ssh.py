@@ -124,6 +124,11 @@ class Host:
                 statedir.ensure_dir(Path(parent).parents[level - 1] if level else Path(parent))
         else:
             os.makedirs(parent, mode=0o700, exist_ok=True)
+            st = os.lstat(parent)
+            if not os.path.isdir(parent) or os.path.islink(parent) or st.st_uid != os.getuid() or st.st_mode & 0o077:
+                raise HostError(
+                    self.dest, Problem.UNREACHABLE, f"{parent} is not a private directory of this user: remove it"
+                )
         try:
             os.unlink(self.control_path)  # a socket left by a master that died: ssh will not replace it
         except FileNotFoundError:
