@@ -214,6 +214,16 @@ def test_a_team_on_two_hosts(
     standin.wait_for_request("api", "[from em] welcome back", 30)
     assert not [t for t in standin.last_user_texts("api") if "are you still there" in t]
 
+    # -- flush of a seat there runs there too (nothing say left in its box), logged on both hosts ----------
+    flushed = fabrikito("flush", "api", team=team, role="em", env=env)
+    assert flushed.returncode == 0, flushed.stdout + flushed.stderr
+    assert (
+        flushed.stdout.startswith("nothing to flush in api: on fk-remote")
+        or "nothing to flush in api" in flushed.stdout
+    )
+    assert ["em", "api", "FLUSH-NOTHING", "[flush]"] in here_log(team)
+    assert ["em", "api", "FLUSH-NOTHING", "[flush]"] in host_log(other_host)
+
     # -- the connection drops while the host's engine delivers: it finishes there on its own, once ---------
     client = subprocess.Popen(
         [*SSH, str(other_host.config), "-o", "BatchMode=yes", "-T", "fk-remote", HOST_SAY],

@@ -189,37 +189,39 @@ class Host:
         return Answer(code, out, err.decode("utf-8", "replace"))
 
 
+#: ssh's words for a failure, what it is, and what to do (``{dest}``, ``{quoted}``: the host).
+_KNOWN_FAILURES: tuple[tuple[tuple[str, ...], Problem, str], ...] = (
+    (
+        ("REMOTE HOST IDENTIFICATION HAS CHANGED", "has changed and you have requested strict checking"),
+        Problem.HOST_KEY_CHANGED,
+        "its host key has CHANGED since it was recorded in known_hosts. That may be an attack; if you know the "
+        "host was reinstalled, remove the old key (ssh-keygen -R {quoted}), check the new one with `ssh {dest}`, "
+        "then try again",
+    ),
+    (
+        ("host key is known", "Host key verification failed"),
+        Problem.HOST_KEY_UNKNOWN,
+        "its host key is not in known_hosts. Connect once by hand (`ssh {dest}`), check the key's fingerprint and "
+        "accept it, then try again; fabrikito never accepts a host key itself",
+    ),
+    (
+        ("Permission denied", "Too many authentication failures"),
+        Problem.LOGIN_REFUSED,
+        "it refused the login. fabrikito logs in without a prompt (BatchMode): set up key login for {dest} "
+        "(ssh-copy-id, or an ssh-agent holding the key), check it with `ssh -o BatchMode=yes {dest} true`, then "
+        "try again",
+    ),
+)
+
+
 def classify(dest: str, stderr: str, code: int, *, started: bool = False) -> HostError:
     """The :class:`HostError` for ssh's failure ``stderr``."""
     lines = [line.strip() for line in stderr.replace("\r", "").split("\n") if line.strip()]
     useful = [line for line in lines if not line.startswith(("@", "Control socket connect", "Please contact"))]
     said = "; ".join(useful[-3:]) or f"ssh exited with status {code}"
-    if "REMOTE HOST IDENTIFICATION HAS CHANGED" in stderr or ("Host key for" in stderr and "has changed" in stderr):
-        return HostError(
-            dest,
-            Problem.HOST_KEY_CHANGED,
-            "its host key has CHANGED since it was recorded in known_hosts. That may be an attack; if you know "
-            f"the host was reinstalled, remove the old key (ssh-keygen -R {dest!r}), check the new one with "
-            f"`ssh {dest}`, then try again",
-            detail=said,
-        )
-    if "host key is known" in stderr or "Host key verification failed" in stderr:
-        return HostError(
-            dest,
-            Problem.HOST_KEY_UNKNOWN,
-            f"its host key is not in known_hosts. Connect once by hand (`ssh {dest}`), check the key's "
-            "fingerprint and accept it, then try again; fabrikito never accepts a host key itself",
-            detail=said,
-        )
-    if "Permission denied" in stderr or "Too many authentication failures" in stderr:
-        return HostError(
-            dest,
-            Problem.LOGIN_REFUSED,
-            f"it refused the login. fabrikito logs in without a prompt (BatchMode): set up key login for {dest} "
-            "(ssh-copy-id, or an ssh-agent holding the key), check it with `ssh -o BatchMode=yes "
-            f"{dest} true`, then try again",
-            detail=said,
-        )
+    for markers, problem, advice in _KNOWN_FAILURES:  # in this order: a changed key also fails verification
+        if any(marker in stderr for marker in markers):
+            return HostError(dest, problem, advice.format(dest=dest, quoted=repr(dest)), detail=said)
     if started:
         return HostError(dest, Problem.DROPPED, "the connection dropped while the command ran", detail=said)
     return HostError(dest, Problem.UNREACHABLE, "it cannot be reached", detail=said)

@@ -174,3 +174,61 @@ def serve_say(team: Team, sender: str, role: str, text: str, *, write: Callable[
         return answer(say.deliver(say.Context(team=team, server=server, panes=panes), seat, sender, text))
 
     return guarded(line, run, stopped=lambda name: answer(Delivery(role, Result.REFUSED, f"stopped by {name}")))
+
+
+# -- flush -------------------------------------------------------------------------------------------------
+
+
+def flush_remote(team: Team, seat: Seat, sender: str, here: str | None) -> tuple[str, str]:
+    """``flush`` of a seat on another host, run there: its outcome (a log outcome's value) and reason."""
+    from fabrikito.log.msglog import Outcome
+
+    try:
+        dest = hosts.dest_of(team, seat, here)
+        ref, program = hosts.command_for(team, seat)
+        answer = hosts.host(team, dest).run(
+            ["_host", "flush", ref, "--sender", sender, seat.role], program=program, timeout=SAY_TIMEOUT
+        )
+    except FabrikitoError as exc:
+        if isinstance(exc, HostError) and exc.problem in (Problem.DROPPED, Problem.TIMED_OUT):
+            return Outcome.NOT_FLUSHED.value, f"{exc.message}; the host's log says whether it was flushed"
+        return Outcome.NOT_FLUSHED.value, exc.message
+    delivery = _read_answer(seat.role, dest, answer.code, answer.out, answer.err)
+    try:
+        data = json.loads(answer.out[len(ACCEPTED) :].decode("utf-8", "replace").strip().splitlines()[-1])
+        return Outcome(data["outcome"]).value, str(data.get("reason") or "")
+    except (ValueError, KeyError, IndexError, TypeError):
+        return Outcome.NOT_FLUSHED.value, delivery.reason or f"host {dest}: no outcome came back"
+
+
+def serve_flush(team: Team, sender: str, role: str, *, write: Callable[[bytes], None]) -> int:
+    """The host's side of a routed ``flush``: check the sender, flush, log here, answer."""
+    from fabrikito.delivery import flush, say
+    from fabrikito.delivery.oneline import OneLine, guarded
+    from fabrikito.log import msglog
+
+    here = hosts.this_host(team)
+    line = OneLine(team.log_path, role, flush.FLUSH_MESSAGE, msglog.Outcome.NOT_FLUSHED, sender=sender)
+
+    def answer(outcome: msglog.Outcome, reason: str) -> int:
+        log_error = line.write(outcome)
+        write(json.dumps({"outcome": outcome.value, "reason": reason, "log_error": log_error}).encode() + b"\n")
+        return flush.EXIT_NOT_FLUSHED if outcome is msglog.Outcome.NOT_FLUSHED else flush.EXIT_FLUSHED
+
+    def run() -> int:
+        seat = team.seat(role)
+        write(ACCEPTED)
+        try:
+            check_routed(team, sender, here)
+            if seat is None or seat.host != here:
+                raise NotTrusted(f"no seat {role!r} of team {team.name} runs on this host ({here})")
+        except NotTrusted as exc:
+            return answer(msglog.Outcome.NOT_FLUSHED, exc.message)
+        server = team.server()
+        panes = say._list_panes(server) if os.path.exists(server.resolved_socket_path()) else []
+        if panes is None:
+            return answer(msglog.Outcome.NOT_FLUSHED, "tmux cannot list the panes of the team's server")
+        result = flush.flush_seat(say.Context(team=team, server=server, panes=panes), seat)
+        return answer(result.outcome, result.reason)
+
+    return guarded(line, run, stopped=lambda name: answer(msglog.Outcome.NOT_FLUSHED, f"stopped by {name}"))

@@ -10,6 +10,7 @@ runs, through :mod:`fabrikito.base.ssh`::
     fabrikito _host status TEAM                  status --json of the seats here
     fabrikito _host log TEAM                     the host's messages.log, as it is
     fabrikito _host say TEAM --sender S ROLE     stdin: the message (see delivery/route.py)
+    fabrikito _host flush TEAM --sender S ROLE   flush there (see delivery/route.py)
 
 TEAM is the team's name (this host's copy), or, for a say routed from a host
 to the team's own machine, the path of the team file there.
@@ -85,7 +86,7 @@ def put(name: str, dest: str, data: bytes) -> None:
 
 def main(argv: Sequence[str]) -> int:
     parser = argparse.ArgumentParser(prog="fabrikito _host", add_help=False)
-    parser.add_argument("op", choices=("version", "put", "up", "down", "status", "log", "say"))
+    parser.add_argument("op", choices=("version", "put", "up", "down", "status", "log", "say", "flush"))
     parser.add_argument("team", nargs="?")
     parser.add_argument("roles", nargs="*")
     parser.add_argument("--host")
@@ -110,7 +111,7 @@ def main(argv: Sequence[str]) -> int:
     team = _load(args.team)
     here = hosts.this_host(team)
     local = hosts.local_team(team, here)
-    if args.op == "say":
+    if args.op in ("say", "flush"):
         return _say(team, args)
     if args.op == "log":
         from fabrikito.base.errors import StateFileError
@@ -143,8 +144,7 @@ def _say(team: Team, args: argparse.Namespace) -> int:
     from fabrikito.delivery import route
 
     if not args.sender or len(args.roles) != 1:
-        raise UsageError("_host say TEAM --sender S ROLE")
-    text = sys.stdin.buffer.read().decode("utf-8", "surrogateescape")
+        raise UsageError(f"_host {args.op} TEAM --sender S ROLE")
 
     def write(data: bytes) -> None:
         try:
@@ -153,6 +153,9 @@ def _say(team: Team, args: argparse.Namespace) -> int:
         except OSError:
             pass  # the connection is gone: the engine carries on, its line is in this host's log
 
+    if args.op == "flush":
+        return route.serve_flush(team, args.sender, args.roles[0], write=write)
+    text = sys.stdin.buffer.read().decode("utf-8", "surrogateescape")
     return route.serve_say(team, args.sender, args.roles[0], text, write=write)
 
 

@@ -192,7 +192,7 @@ def run(team: Team, *, is_root: bool | None = None, env: dict[str, str] | None =
                     stuck,
                 )
             )
-    missing_cwd = tuple(seat.role for seat in team.seats if not seat.cwd.is_dir())
+    missing_cwd = tuple(s.role for s in team.seats if s.host is None and not s.cwd.is_dir())  # a host has its own
     if missing_cwd:
         warnings.append(
             CheckWarning(
