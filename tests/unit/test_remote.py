@@ -49,6 +49,12 @@ if mode == "dropped":
 if mode == "delivered":
     sys.stdout.write("accepted\\n" + '{{"result": "delivered", "reason": ""}}' + "\\n")
     sys.exit(0)
+if mode.startswith("version:"):
+    sys.stdout.write(mode.partition(":")[2] + "\\n")
+    sys.exit(0)
+if mode == "missing":
+    sys.stderr.write("sh: 1: fabrikito: not found\\n")
+    sys.exit(127)
 if mode == "log":
     sys.stdout.write(os.environ["FAKE_SSH_LOG"])
     sys.exit(0)
@@ -303,3 +309,33 @@ def test_log_merges_every_hosts_lines_by_time(tmp_path: Path, fake_ssh: Path, mo
 def test_host_error_reason_is_one_line_for_a_status_row() -> None:
     error = HostError("b", Problem.UNREACHABLE, "it cannot be reached", detail="Connection refused")
     assert error.reason == "unreachable: Connection refused"
+
+
+def test_up_wants_the_same_release_on_every_host_and_says_how_to_install_it(
+    tmp_path: Path, fake_ssh: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from fabrikito import __version__
+    from fabrikito.launch import multihost
+
+    team = _team(tmp_path)
+    monkeypatch.setenv("FAKE_SSH", f"version:fabrikito {__version__}")
+    multihost.check_version(team, "build-2")
+    monkeypatch.setenv("FAKE_SSH", "version:fabrikito 0.0.1")
+    with pytest.raises(HostError, match=r"it runs 'fabrikito 0.0.1', and this machine fabrikito") as other:
+        multihost.check_version(team, "build-2")
+    assert f"uv tool install fabrikito=={__version__}" in other.value.message
+    monkeypatch.setenv("FAKE_SSH", "missing")
+    with pytest.raises(HostError, match="fabrikito is not installed there") as missing:
+        multihost.check_version(team, "build-2")
+    assert missing.value.problem is Problem.NOT_INSTALLED and "fabrikito: not found" in missing.value.message
+
+
+def test_a_host_refuses_a_team_name_that_is_a_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from fabrikito.base.errors import UsageError
+    from fabrikito.launch import hostside
+
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    with pytest.raises(UsageError, match="not a team name"):
+        hostside.put("../../escape", "build-2", b'{"team_toml": "", "origin_team": "/t", "origin_command": "f"}')
+    with pytest.raises(UsageError, match="never brought up on this host"):
+        hostside.load_here("t")

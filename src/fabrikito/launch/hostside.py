@@ -46,7 +46,10 @@ def load_here(name: str) -> Team:
     """This host's copy of team ``name``, its shared prompt the copy beside it."""
     from fabrikito.base.values import replace
     from fabrikito.team import teamfile
+    from fabrikito.team.teamfile import TEAM_NAME_RE
 
+    if not TEAM_NAME_RE.match(name):
+        raise UsageError(f"_host: {name!r} is not a team name")
     path = team_file(name)
     if not path.is_file():
         raise UsageError(
@@ -73,6 +76,10 @@ def put(name: str, dest: str, data: bytes) -> None:
         origin_team, origin_command = str(given["origin_team"]), str(given["origin_command"])
     except (ValueError, KeyError, TypeError):
         raise UsageError("_host put: stdin is not the team's JSON") from None
+    from fabrikito.team.teamfile import TEAM_NAME_RE
+
+    if not TEAM_NAME_RE.match(name):
+        raise UsageError(f"_host put: {name!r} is not a team name")
     directory = hosts.host_team_dir(name)
     directory.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     statedir.ensure_dir(directory)
