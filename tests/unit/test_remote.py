@@ -55,6 +55,10 @@ if mode.startswith("version:"):
 if mode == "missing":
     sys.stderr.write("sh: 1: fabrikito: not found\\n")
     sys.exit(127)
+if mode in ("slow", "silent"):
+    if mode == "slow":
+        sys.stdout.write("accepted\\n"); sys.stdout.flush()
+    import time; time.sleep(10)
 if mode == "log":
     sys.stdout.write(os.environ["FAKE_SSH_LOG"])
     sys.exit(0)
@@ -339,3 +343,17 @@ def test_a_host_refuses_a_team_name_that_is_a_path(tmp_path: Path, monkeypatch: 
         hostside.put("../../escape", "build-2", b'{"team_toml": "", "origin_team": "/t", "origin_command": "f"}')
     with pytest.raises(UsageError, match="never brought up on this host"):
         hostside.load_here("t")
+
+
+@pytest.mark.parametrize(("mode", "result"), [("slow", Result.UNKNOWN), ("silent", Result.REFUSED)])
+def test_a_host_past_the_deadline_is_not_known_once_it_accepted_else_refused(
+    tmp_path: Path, fake_ssh: Path, monkeypatch: pytest.MonkeyPatch, mode: str, result: Result
+) -> None:
+    team = _team(tmp_path)
+    monkeypatch.setenv("FAKE_SSH", mode)
+    monkeypatch.setattr(route, "SAY_TIMEOUT", 1.0)
+    api = team.seat("api")
+    assert api is not None
+    delivery = route.deliver_remote(team, api, "em", "ship it", None)
+    assert delivery.result is result
+    assert "did not answer within 1 s" in delivery.reason

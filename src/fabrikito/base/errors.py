@@ -83,8 +83,9 @@ class Problem(StrEnum):
 class HostError(FabrikitoError):
     """ssh could not run a command on another host: which host, what went wrong, what to do."""
 
-    def __init__(self, host: str, problem: Problem, advice: str, *, detail: str = "") -> None:
+    def __init__(self, host: str, problem: Problem, advice: str, *, detail: str = "", out: bytes = b"") -> None:
         self.host = host
+        self.out = out  # what the remote command wrote before it failed (a dropped or timed-out one)
         self.problem = problem
         self.detail = detail.strip()
         said = f" (ssh: {self.detail})" if self.detail else ""

@@ -13,6 +13,14 @@ import os
 from collections.abc import Mapping
 
 
+class TimedOut(TimeoutError):
+    """The deadline passed: ``str()`` is what the program wrote on stderr, ``out`` what it wrote on stdout."""
+
+    def __init__(self, err: str, out: bytes) -> None:
+        super().__init__(err)
+        self.out = out
+
+
 def run(argv: list[str], data: bytes, timeout: float, env: Mapping[str, str]) -> tuple[int, bytes, bytes]:
     """Run ``argv`` with ``data`` on its stdin; its exit status, stdout and stderr.
 
@@ -20,7 +28,7 @@ def run(argv: list[str], data: bytes, timeout: float, env: Mapping[str, str]) ->
     ``signal`` and ``threading``) costs 4 ms of start-up to ``say`` and
     ``status``, more than a tmux call.  ``posix_spawnp`` with three pipes, one
     poll loop, a deadline: past it the process is killed and reaped, and
-    ``TimeoutError`` carries what it wrote on stderr.  Descriptors fabrikito
+    :class:`TimedOut` carries what it wrote on stderr (and on stdout).  Descriptors fabrikito
     opens are not inherited (Python opens them close-on-exec).
     """
     import select
@@ -58,7 +66,7 @@ def run(argv: list[str], data: bytes, timeout: float, env: Mapping[str, str]) ->
         while reading:
             left = deadline - time.monotonic()
             if left <= 0:
-                raise TimeoutError(b"".join(chunks[err_r]).decode("utf-8", "replace"))
+                raise TimedOut(b"".join(chunks[err_r]).decode("utf-8", "replace"), b"".join(chunks[out_r]))
             for fd, _event in poller.poll(left * 1000):
                 if fd == in_w:
                     try:

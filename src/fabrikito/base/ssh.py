@@ -34,6 +34,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from fabrikito.base.errors import HostError, Problem
+from fabrikito.base.spawn import TimedOut
 from fabrikito.base.spawn import run as spawn_run
 from fabrikito.base.values import frozen
 
@@ -170,17 +171,22 @@ class Host:
         self.connect(timeout=min(timeout, CONNECT_TIMEOUT + 5.0))
         command = f"{_PREAMBLE}{program} {shlex.join(args)}"
         left = max(0.5, deadline - time.monotonic())
-        answer = self._spawn([*self.options(), "-o", "ControlMaster=no", "-T", self.dest, command], input, left)
+        argv = [*self.options(), "-o", "ControlMaster=no", "-T", self.dest, command]
+        answer = self._spawn(argv, input, left, shown=timeout)
         if answer.code == SSH_FAILED:
-            raise classify(self.dest, answer.err, answer.code, started=bool(answer.out))
+            raise classify(self.dest, answer.err, answer.code, started=bool(answer.out), out=answer.out)
         return answer
 
-    def _spawn(self, argv: list[str], data: bytes, timeout: float) -> Answer:
+    def _spawn(self, argv: list[str], data: bytes, timeout: float, *, shown: float | None = None) -> Answer:
         try:
             code, out, err = spawn_run(argv, data, timeout, os.environ)
-        except TimeoutError as exc:
+        except TimedOut as exc:
             raise HostError(
-                self.dest, Problem.TIMED_OUT, f"it did not answer within {timeout:g} s", detail=str(exc)
+                self.dest,
+                Problem.TIMED_OUT,
+                f"it did not answer within {shown or timeout:g} s",
+                detail=str(exc),
+                out=exc.out,
             ) from None
         except OSError as exc:
             raise HostError(
@@ -214,7 +220,7 @@ _KNOWN_FAILURES: tuple[tuple[tuple[str, ...], Problem, str], ...] = (
 )
 
 
-def classify(dest: str, stderr: str, code: int, *, started: bool = False) -> HostError:
+def classify(dest: str, stderr: str, code: int, *, started: bool = False, out: bytes = b"") -> HostError:
     """The :class:`HostError` for ssh's failure ``stderr``."""
     lines = [line.strip() for line in stderr.replace("\r", "").split("\n") if line.strip()]
     useful = [line for line in lines if not line.startswith(("@", "Control socket connect", "Please contact"))]
@@ -223,5 +229,5 @@ def classify(dest: str, stderr: str, code: int, *, started: bool = False) -> Hos
         if any(marker in stderr for marker in markers):
             return HostError(dest, problem, advice.format(dest=dest, quoted=repr(dest)), detail=said)
     if started:
-        return HostError(dest, Problem.DROPPED, "the connection dropped while the command ran", detail=said)
+        return HostError(dest, Problem.DROPPED, "the connection dropped while the command ran", detail=said, out=out)
     return HostError(dest, Problem.UNREACHABLE, "it cannot be reached", detail=said)

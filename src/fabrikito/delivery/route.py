@@ -35,7 +35,7 @@ import json
 import os
 from collections.abc import Callable
 
-from fabrikito.base.errors import FabrikitoError, HostError, Problem
+from fabrikito.base.errors import FabrikitoError, HostError
 from fabrikito.delivery.say import Delivery, Result
 from fabrikito.team import hosts
 from fabrikito.team.teamfile import Seat, Team
@@ -57,7 +57,7 @@ def deliver_remote(team: Team, seat: Seat, sender: str, text: str, here: str | N
         args = ["_host", "say", ref, "--sender", sender, seat.role]
         answer = host.run(args, program=program, input=text.encode("utf-8"), timeout=SAY_TIMEOUT)
     except HostError as exc:
-        return _failed(seat.role, exc, started=exc.problem in (Problem.DROPPED, Problem.TIMED_OUT))
+        return _failed(seat.role, exc, started=exc.out.startswith(ACCEPTED))
     return _read_answer(seat.role, dest, answer.code, answer.out, answer.err)
 
 
@@ -190,7 +190,7 @@ def flush_remote(team: Team, seat: Seat, sender: str, here: str | None) -> tuple
             ["_host", "flush", ref, "--sender", sender, seat.role], program=program, timeout=SAY_TIMEOUT
         )
     except FabrikitoError as exc:
-        if isinstance(exc, HostError) and exc.problem in (Problem.DROPPED, Problem.TIMED_OUT):
+        if isinstance(exc, HostError) and exc.out.startswith(ACCEPTED):
             return Outcome.NOT_FLUSHED.value, f"{exc.message}; the host's log says whether it was flushed"
         return Outcome.NOT_FLUSHED.value, exc.message
     delivery = _read_answer(seat.role, dest, answer.code, answer.out, answer.err)
