@@ -238,6 +238,11 @@ class OtherHost:
             except psutil.NoSuchProcess:
                 pass
 
+    def freeze_sshd(self, frozen: bool) -> None:
+        """Stop (or continue) the sshd listener: connections are accepted by the kernel, never answered."""
+        assert self.sshd is not None
+        self.sshd.send_signal(signal.SIGSTOP if frozen else signal.SIGCONT)
+
     # -- the end ---------------------------------------------------------------------------
 
     def close(self, tmux_sockets: Sequence[str] = ()) -> None:

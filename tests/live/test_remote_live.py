@@ -299,3 +299,28 @@ def test_up_says_how_to_install_fabrikito_on_a_host_without_it(other_host: Other
     assert up.returncode == 1, up.stdout + up.stderr
     assert "[fk-remote] FAILED: host fk-remote: fabrikito is not installed there" in up.stdout
     assert "uv tool install fabrikito==0.1.0" in up.stdout
+
+
+def test_a_host_that_accepts_but_never_answers_is_unreachable_within_its_5_s(
+    other_host: OtherHost, tmp_path: Path
+) -> None:
+    team = tmp_path / "team.toml"
+    team.write_text(
+        'name = "frozen"\ntmux_socket = "fab-unused"\n\n[[seat]]\nrole = "em"\nsession = "t-em"\n\n'
+        '[[seat]]\nrole = "api"\nsession = "t-api"\nhost = "fk-remote"\n',
+        encoding="utf-8",
+    )
+    env = {"FABRIKITO_SSH_CONFIG": str(other_host.config)}
+    other_host.freeze_sshd(True)
+    try:
+        started = time.monotonic()
+        seats = seats_of(team, env)
+        took = time.monotonic() - started
+        said = fabrikito("say", "api", "hello", team=team, role="em", env=env, timeout=60)
+    finally:
+        other_host.freeze_sshd(False)
+    assert seats["api"]["state"] == "unreachable", seats["api"]
+    assert "did not answer" in seats["api"]["detail"] or "timed out" in seats["api"]["detail"], seats["api"]
+    assert took < 8, took  # the 5 s of the host, and this machine's own reading: nothing waits longer
+    assert said.returncode == 3, said.stdout + said.stderr
+    assert "host fk-remote" in said.stderr and "Nothing was typed" in said.stderr
