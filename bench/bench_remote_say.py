@@ -47,6 +47,7 @@ NEAR, FAR, FRESH_FAR = "say near (this machine)", "say far (other host, master u
 def main() -> None:
     binary = claude_setup.ensure_claude()
     host = OtherHost()
+    host.require_runnable(binary)
     socket = f"fab-bench-remote-{os.getpid()}"
     host.tmux_sockets.append(socket)
     times: dict[str, list[float]] = {NEAR: [], FAR: [], FRESH_FAR: []}

@@ -182,6 +182,14 @@ class OtherHost:
         claude_setup.trust_dir(self.home, directory)
         _run(["chown", "-R", f"{USER}:{USER}", str(self.home / ".claude.json"), str(self.home / "work")])
 
+    def require_runnable(self, program: Path) -> None:
+        """The user must be able to run ``program`` (Claude Code from this checkout's .tools/)."""
+        done = self.as_user(["test", "-x", str(program)], check=False)
+        assert done.returncode == 0, (
+            f"the second host's user {USER} cannot run {program}: the checkout must be readable by other users "
+            "(clone it outside a private directory such as /root)"
+        )
+
     def as_user(self, argv: Sequence[str], *, check: bool = True) -> subprocess.CompletedProcess[str]:
         env = {"HOME": str(self.home), "PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "USER": USER}
         done = subprocess.run(

@@ -106,6 +106,7 @@ def test_a_team_on_two_hosts(
     other_host: OtherHost, tmux_server: Server, claude_home: Path, standin: StandIn, tmp_path: Path
 ) -> None:
     binary = claude_setup.ensure_claude()
+    other_host.require_runnable(binary)
     assert tmux_server.socket_name is not None
     other_host.tmux_sockets.append(tmux_server.socket_name)
     team = write_team(

@@ -10,7 +10,7 @@ tmux (:mod:`fabrikito.base.tmux`) and the one that runs ssh
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 
 class TimedOut(TimeoutError):
@@ -21,7 +21,13 @@ class TimedOut(TimeoutError):
         self.out = out
 
 
-def run(argv: list[str], data: bytes, timeout: float, env: Mapping[str, str]) -> tuple[int, bytes, bytes]:
+def run(
+    argv: list[str],
+    data: bytes,
+    timeout: float,
+    env: Mapping[str, str],
+    on_out: Callable[[bytes], None] | None = None,
+) -> tuple[int, bytes, bytes]:
     """Run ``argv`` with ``data`` on its stdin; its exit status, stdout and stderr.
 
     ``subprocess.run`` without ``subprocess``: that module (with ``selectors``,
@@ -81,6 +87,8 @@ def run(argv: list[str], data: bytes, timeout: float, env: Mapping[str, str]) ->
                 block = os.read(fd, 1 << 16)
                 if block:
                     chunks[fd].append(block)
+                    if on_out is not None and fd == out_r:
+                        on_out(block)  # as it comes (up's progress from another host)
                 else:
                     poller.unregister(fd)
                     reading.discard(fd)

@@ -30,7 +30,7 @@ import hashlib
 import os
 import shlex
 import socket
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from fabrikito.base.errors import HostError, Problem
@@ -157,7 +157,13 @@ class Host:
     # -- commands -----------------------------------------------------------------------
 
     def run(
-        self, args: Sequence[str], *, program: str = FABRIKITO, input: bytes = b"", timeout: float = COMMAND_TIMEOUT
+        self,
+        args: Sequence[str],
+        *,
+        program: str = FABRIKITO,
+        input: bytes = b"",
+        timeout: float = COMMAND_TIMEOUT,
+        on_out: Callable[[bytes], None] | None = None,
     ) -> Answer:
         """Run ``program args...`` on the host (connecting first when needed); its answer, whatever its exit status.
 
@@ -172,14 +178,22 @@ class Host:
         command = f"{_PREAMBLE}{program} {shlex.join(args)}"
         left = max(0.5, deadline - time.monotonic())
         argv = [*self.options(), "-o", "ControlMaster=no", "-T", self.dest, command]
-        answer = self._spawn(argv, input, left, shown=timeout)
+        answer = self._spawn(argv, input, left, shown=timeout, on_out=on_out)
         if answer.code == SSH_FAILED:
             raise classify(self.dest, answer.err, answer.code, started=bool(answer.out), out=answer.out)
         return answer
 
-    def _spawn(self, argv: list[str], data: bytes, timeout: float, *, shown: float | None = None) -> Answer:
+    def _spawn(
+        self,
+        argv: list[str],
+        data: bytes,
+        timeout: float,
+        *,
+        shown: float | None = None,
+        on_out: Callable[[bytes], None] | None = None,
+    ) -> Answer:
         try:
-            code, out, err = spawn_run(argv, data, timeout, os.environ)
+            code, out, err = spawn_run(argv, data, timeout, os.environ, on_out)
         except TimedOut as exc:
             raise HostError(
                 self.dest,

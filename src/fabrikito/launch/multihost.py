@@ -101,15 +101,15 @@ def up(
             copy_team(team, dest)
             say(f"fabrikito {__version__} there; the team file and shared prompt copied")
             argv = ["_host", "up", team.name, "--timeout", f"{timeout:g}", *chosen]
-            answer = hosts.host(team, dest).run(argv, timeout=timeout + 120)
+            lines = _Lines(say)
+            answer = hosts.host(team, dest).run(argv, timeout=timeout + 120, on_out=lines.feed)
+            lines.feed(b"\n")
         except (HostError, OSError) as exc:
             why = exc.message if isinstance(exc, HostError) else str(exc)
             say(f"FAILED: {why}")
             with lock:
                 failed.update({s.role: (s, why) for s in seats})
             return
-        for line in answer.out.decode("utf-8", "replace").splitlines():
-            say(line)
         if answer.code != 0:
             said = answer.err.strip()
             if said:
@@ -126,6 +126,20 @@ def up(
             for f in [pool.submit(one, d, s) for d, s in by_host.items()]:
                 f.result()
     return failed
+
+
+class _Lines:
+    """Bytes as they come from a host, shown line by line."""
+
+    def __init__(self, show: Callable[[str], None]) -> None:
+        self.show = show
+        self.pending = b""
+
+    def feed(self, block: bytes) -> None:
+        *whole, self.pending = (self.pending + block).split(b"\n")
+        for line in whole:
+            if line:
+                self.show(line.decode("utf-8", "replace"))
 
 
 def down(team: Team, roles: Sequence[str] | None, *, out: Callable[[str], None]) -> int:
