@@ -357,3 +357,14 @@ def test_a_host_past_the_deadline_is_not_known_once_it_accepted_else_refused(
     delivery = route.deliver_remote(team, api, "em", "ship it", None)
     assert delivery.result is result
     assert "did not answer within 1 s" in delivery.reason
+
+
+def test_check_warns_when_the_hosts_cannot_reach_this_machine_and_not_of_root_on_a_host(tmp_path: Path) -> None:
+    from fabrikito.team import check
+
+    bypass = TEAM.replace('cwd = "/srv/api"\n', 'cwd = "/srv/api"\npermission_mode = "bypassPermissions"\n')
+    with_origin = check.run(_team(tmp_path, bypass), env={}, is_root=True)
+    assert [w.kind for w in with_origin.warnings if w.kind in ("no-origin", "bypass-as-root", "missing-cwd")] == []
+    without = check.run(_team(tmp_path, bypass.replace('origin = "laptop"\n', "")), env={}, is_root=True)
+    (warning,) = [w for w in without.warnings if w.kind == "no-origin"]
+    assert warning.roles == ("api",) and "set origin in the team file" in warning.message
