@@ -21,9 +21,11 @@ from typing import Any
 import pytest
 
 from fabrikito.base.tmux import Server
+from fabrikito.delivery import route
 from fabrikito.offline import claude_setup
 from fabrikito.offline.replies import Reply
 from fabrikito.offline.standin import StandIn
+from fabrikito.team import teamfile
 
 from .remotekit import OtherHost
 from .teamkit import fabrikito, wait_for
@@ -225,6 +227,13 @@ def test_a_team_on_two_hosts(
     assert ["em", "api", "FLUSH-NOTHING", "[flush]"] in here_log(team)
     assert ["em", "api", "FLUSH-NOTHING", "[flush]"] in host_log(other_host)
 
+    # -- the host takes a sender only vouched for by its machine: a seat there cannot pass for em -------------
+    forged = other_host.as_user(
+        ["sh", "-c", "echo '{}' | SSH_CONNECTION=x $HOME/.local/bin/fabrikito _host say live --sender em web"],
+        check=False,
+    )
+    assert forged.returncode == 3 and "not vouched for" in forged.stdout, forged.stdout + forged.stderr
+
     # -- the connection drops while the host's engine delivers: it finishes there on its own, once ---------
     client = subprocess.Popen(
         [*SSH, str(other_host.config), "-o", "BatchMode=yes", "-T", "fk-remote", HOST_SAY],
@@ -233,7 +242,7 @@ def test_a_team_on_two_hosts(
         stderr=subprocess.DEVNULL,
     )
     assert client.stdin is not None and client.stdout is not None
-    client.stdin.write(b"cut off mid-way")
+    client.stdin.write(route.voucher(teamfile.load(team), None) + b"cut off mid-way")  # as say sends it
     client.stdin.close()
     assert client.stdout.readline() == b"accepted\n"  # the engine has started on the host
     client.kill()  # the connection goes with it

@@ -67,6 +67,7 @@ sys.exit(3)
 
 
 def _team(tmp_path: Path, text: str = TEAM) -> teamfile.Team:
+    tmp_path.mkdir(parents=True, exist_ok=True)
     path = tmp_path / "team.toml"
     path.write_text(text, encoding="utf-8")
     return teamfile.load(path)
@@ -197,19 +198,37 @@ def test_the_answer_of_the_hosts_engine_becomes_a_delivery() -> None:
     assert cut.result is Result.UNKNOWN and "Do not send it again" in cut.reason
 
 
-def test_a_host_takes_a_routed_sender_only_over_ssh_not_from_a_seat_and_never_one_of_its_own(tmp_path: Path) -> None:
-    team = _team(tmp_path)
+def test_a_host_takes_a_routed_sender_only_vouched_for_by_its_machine_over_ssh_and_not_from_a_seat(
+    tmp_path: Path,
+) -> None:
+    from fabrikito.team import routekeys
+
+    origin = _team(tmp_path / "origin")
+    host = _team(tmp_path / "host")  # the host's copy
+    hosts.mark_here(host, "build-2", origin_team=str(origin.path), origin_command="fabrikito")
+    routekeys.add_peers(host, {"origin": routekeys.digest(routekeys.secret(origin))})
     over_ssh = {"SSH_CONNECTION": "127.0.0.1 5 127.0.0.1 22"}
-    route.check_routed(team, "em", "build-2", over_ssh)  # a seat of the other host
-    route.check_routed(team, "owner", "build-2", over_ssh)
+    vouched = ("origin", routekeys.secret(origin))
+    route.check_routed(host, "em", "build-2", vouched, over_ssh)  # a seat of the team's machine
+    route.check_routed(host, "owner", "build-2", vouched, over_ssh)
     with pytest.raises(route.NotTrusted, match="never from a seat"):
-        route.check_routed(team, "em", "build-2", {**over_ssh, "TEAM_ROLE": "api"})
+        route.check_routed(host, "em", "build-2", vouched, {**over_ssh, "TEAM_ROLE": "api"})
     with pytest.raises(route.NotTrusted, match="over ssh"):
-        route.check_routed(team, "em", "build-2", {})
-    with pytest.raises(route.NotTrusted, match="a seat on this host sends with say"):
-        route.check_routed(team, "api", "build-2", over_ssh)
-    with pytest.raises(route.NotTrusted, match="not a seat on another host"):
-        route.check_routed(team, "launcher", "build-2", over_ssh)
+        route.check_routed(host, "em", "build-2", vouched, {})
+    with pytest.raises(route.NotTrusted, match="not a seat of origin"):
+        route.check_routed(host, "api", "build-2", vouched, over_ssh)  # api runs here: it would be a forgery
+    with pytest.raises(route.NotTrusted, match="not a seat of origin"):
+        route.check_routed(host, "launcher", "build-2", vouched, over_ssh)
+    # A seat on the host knows only its own machine's secret: it cannot pass for the team's machine.
+    for forged in [("origin", routekeys.secret(host)), ("build-2", routekeys.secret(host)), None]:
+        with pytest.raises(route.NotTrusted, match="not vouched for"):
+            route.check_routed(host, "em", "build-2", forged, over_ssh)
+    assert stat.S_IMODE(os.stat(host.state_dir / routekeys.SECRET_FILE).st_mode) == 0o600
+    assert route.read_voucher(route.voucher(origin, None) + b"the message\nline two") == (
+        vouched,
+        b"the message\nline two",
+    )
+    assert route.read_voucher(b"no voucher")[0] is None
 
 
 # -- say, status and log through a stand-in ssh --------------------------------------------------------------

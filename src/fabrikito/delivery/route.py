@@ -21,12 +21,14 @@ connection fails:
   ever typed twice.
 
 What the host trusts (:func:`check_routed`): the sender named on the command
-line is taken only from a command that came in over ssh (``SSH_CONNECTION``
-set), with no ``TEAM_ROLE`` (a seat has one), not from inside one of the
-host's seats (the same walk up the process tree ``say`` does), and only for
-``owner`` or a seat that is *not* on this host.  Whoever can log in to the
-host as the team's user can still claim any of those: as with ``TEAM_ROLE``,
-a label is a claim, and this stops a seat from passing for another by accident.
+line is taken only when the first line on stdin vouches for it with the
+sending machine's secret (:mod:`fabrikito.team.routekeys`: the host knows only
+its hash) and the sender is ``owner`` or a seat of that machine; and only from
+a command that came in over ssh (``SSH_CONNECTION`` set), with no
+``TEAM_ROLE`` (a seat has one), not from inside one of the host's seats (the
+same walk up the process tree ``say`` does).  A seat can read its own
+machine's secret, so it can claim another seat of its own machine (as
+``TEAM_ROLE`` could), never a seat of another machine.
 """
 
 from __future__ import annotations
@@ -55,7 +57,7 @@ def deliver_remote(team: Team, seat: Seat, sender: str, text: str, here: str | N
     host = hosts.host(team, dest)
     try:
         args = ["_host", "say", ref, "--sender", sender, seat.role]
-        answer = host.run(args, program=program, input=text.encode("utf-8"), timeout=SAY_TIMEOUT)
+        answer = host.run(args, program=program, input=voucher(team, here) + text.encode("utf-8"), timeout=SAY_TIMEOUT)
     except HostError as exc:
         return _failed(seat.role, exc, started=exc.out.startswith(ACCEPTED))
     return _read_answer(seat.role, dest, answer.code, answer.out, answer.err)
@@ -109,21 +111,51 @@ class NotTrusted(FabrikitoError):
     exit_code = 3
 
 
-def check_routed(team: Team, sender: str, here: str | None, environ: dict[str, str] | None = None) -> None:
+def voucher(team: Team, here: str | None) -> bytes:
+    """The first line a routed command reads: this machine's name and secret (:mod:`fabrikito.team.routekeys`)."""
+    from fabrikito.team import routekeys
+
+    head = {"machine": routekeys.machine_name(here), "secret": routekeys.secret(team)}
+    return json.dumps(head).encode() + b"\n"
+
+
+def read_voucher(data: bytes) -> tuple[tuple[str, str] | None, bytes]:
+    """The voucher line of a routed command's stdin (``None`` if it has none), and the rest."""
+    head, newline, rest = data.partition(b"\n")
+    if not newline:
+        return None, data
+    try:
+        given = json.loads(head)
+        return (str(given["machine"]), str(given["secret"])), rest
+    except (ValueError, KeyError, TypeError):
+        return None, data
+
+
+def check_routed(
+    team: Team,
+    sender: str,
+    here: str | None,
+    given: tuple[str, str] | None,
+    environ: dict[str, str] | None = None,
+) -> None:
     """Refuse a routed sender this host does not take (see the module docstring)."""
     from fabrikito.delivery.identity import OWNER, IdentityRefused, sender_from_ancestry
+    from fabrikito.team import routekeys
 
     env = os.environ if environ is None else environ
     if env.get("TEAM_ROLE"):
         raise NotTrusted("a routed message comes over ssh, never from a seat (TEAM_ROLE is set here): use say")
     if not env.get("SSH_CONNECTION"):
         raise NotTrusted("a routed message comes over ssh, and this did not: use say")
-    seat = team.seat(sender)
-    if sender != OWNER and (seat is None or seat.host == here):
+    machine = given[0] if given is not None else "?"
+    if given is None or machine == routekeys.machine_name(here) or not routekeys.vouched(team, *given):
         raise NotTrusted(
-            f"the sender {sender!r} is not a seat on another host of team {team.name} (nor owner): "
-            "a seat on this host sends with say"
+            f"the sending machine ({machine}) is not vouched for by its secret here: run `fabrikito up` on the "
+            "team's machine again, which hands the machines' secrets round"
         )
+    seat = team.seat(sender)
+    if sender != OWNER and (seat is None or routekeys.machine_name(seat.host) != machine):
+        raise NotTrusted(f"the sender {sender!r} is not a seat of {machine}, where this came from")
     from fabrikito.delivery.say import _list_panes
 
     server = team.server()
@@ -136,13 +168,15 @@ def check_routed(team: Team, sender: str, here: str | None, environ: dict[str, s
         raise NotTrusted(f"this runs inside seat {inside} of this host: a seat sends with say")
 
 
-def serve_say(team: Team, sender: str, role: str, text: str, *, write: Callable[[bytes], None]) -> int:
+def serve_say(team: Team, sender: str, role: str, data: bytes, *, write: Callable[[bytes], None]) -> int:
     """The host's side of a routed ``say``: check the sender, deliver, log here, answer."""
     from fabrikito.delivery import say
     from fabrikito.delivery.oneline import OneLine, guarded
     from fabrikito.log import msglog
 
     here = hosts.this_host(team)
+    given, rest = read_voucher(data)
+    text = rest.decode("utf-8", "surrogateescape")
     line = OneLine(team.log_path, role, text, msglog.Outcome.NOT_DELIVERED, sender=sender)
 
     def answer(delivery: Delivery) -> int:
@@ -160,7 +194,7 @@ def serve_say(team: Team, sender: str, role: str, text: str, *, write: Callable[
     def run() -> int:
         seat = team.seat(role)
         try:
-            check_routed(team, sender, here)
+            check_routed(team, sender, here, given)
             if seat is None or seat.host != here:
                 raise NotTrusted(f"no seat {role!r} of team {team.name} runs on this host ({here})")
         except NotTrusted as exc:
@@ -187,7 +221,10 @@ def flush_remote(team: Team, seat: Seat, sender: str, here: str | None) -> tuple
         dest = hosts.dest_of(team, seat, here)
         ref, program = hosts.command_for(team, seat)
         answer = hosts.host(team, dest).run(
-            ["_host", "flush", ref, "--sender", sender, seat.role], program=program, timeout=SAY_TIMEOUT
+            ["_host", "flush", ref, "--sender", sender, seat.role],
+            program=program,
+            input=voucher(team, here),
+            timeout=SAY_TIMEOUT,
         )
     except FabrikitoError as exc:
         if isinstance(exc, HostError) and exc.out.startswith(ACCEPTED):
@@ -201,7 +238,7 @@ def flush_remote(team: Team, seat: Seat, sender: str, here: str | None) -> tuple
         return Outcome.NOT_FLUSHED.value, delivery.reason or f"host {dest}: no outcome came back"
 
 
-def serve_flush(team: Team, sender: str, role: str, *, write: Callable[[bytes], None]) -> int:
+def serve_flush(team: Team, sender: str, role: str, data: bytes, *, write: Callable[[bytes], None]) -> int:
     """The host's side of a routed ``flush``: check the sender, flush, log here, answer."""
     from fabrikito.delivery import flush, say
     from fabrikito.delivery.oneline import OneLine, guarded
@@ -219,7 +256,7 @@ def serve_flush(team: Team, sender: str, role: str, *, write: Callable[[bytes], 
         seat = team.seat(role)
         write(ACCEPTED)
         try:
-            check_routed(team, sender, here)
+            check_routed(team, sender, here, read_voucher(data)[0])
             if seat is None or seat.host != here:
                 raise NotTrusted(f"no seat {role!r} of team {team.name} runs on this host ({here})")
         except NotTrusted as exc:

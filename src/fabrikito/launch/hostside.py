@@ -4,7 +4,8 @@ Not a command for people (``--help`` does not list it).  The team's machine
 runs, through :mod:`fabrikito.base.ssh`::
 
     fabrikito _host version                      the release here
-    fabrikito _host put TEAM --host DEST         stdin: the team file and shared prompt (JSON)
+    fabrikito _host put TEAM --host DEST         stdin: the team file, shared prompt, the machines' secret hashes
+    fabrikito _host peers TEAM                   stdin: the other hosts' secret hashes (team/routekeys.py)
     fabrikito _host up TEAM [--timeout S] [ROLE...]
     fabrikito _host down TEAM [ROLE...]
     fabrikito _host status TEAM                  status --json of the seats here
@@ -89,11 +90,15 @@ def put(name: str, dest: str, data: bytes) -> None:
     if team.name != name:
         raise UsageError(f"_host put: the team file names team {team.name}, not {name}")
     hosts.mark_here(team, dest, origin_team=origin_team, origin_command=origin_command)
+    from fabrikito.team import routekeys
+
+    routekeys.add_peers(team, given.get("peers") or {})
+    print(json.dumps({"secret_hash": routekeys.digest(routekeys.secret(team))}))
 
 
 def main(argv: Sequence[str]) -> int:
     parser = argparse.ArgumentParser(prog="fabrikito _host", add_help=False)
-    parser.add_argument("op", choices=("version", "put", "up", "down", "status", "log", "say", "flush"))
+    parser.add_argument("op", choices=("version", "put", "peers", "up", "down", "status", "log", "say", "flush"))
     parser.add_argument("team", nargs="?")
     parser.add_argument("roles", nargs="*")
     parser.add_argument("--host")
@@ -107,6 +112,15 @@ def main(argv: Sequence[str]) -> int:
         return 0
     if not args.team:
         raise UsageError("_host: name the team")
+    if args.op == "peers":  # the other machines' secret hashes, handed round by up
+        from fabrikito.team import routekeys
+
+        try:
+            table = json.loads(sys.stdin.buffer.read())
+        except ValueError:
+            raise UsageError("_host peers: stdin is not JSON") from None
+        routekeys.add_peers(load_here(args.team), table if isinstance(table, dict) else {})
+        return 0
     if args.op == "put":
         if not args.host:
             raise UsageError("_host put: --host names this host")
@@ -160,10 +174,10 @@ def _say(team: Team, args: argparse.Namespace) -> int:
         except OSError:
             pass  # the connection is gone: the engine carries on, its line is in this host's log
 
+    data = sys.stdin.buffer.read()
     if args.op == "flush":
-        return route.serve_flush(team, args.sender, args.roles[0], write=write)
-    text = sys.stdin.buffer.read().decode("utf-8", "surrogateescape")
-    return route.serve_say(team, args.sender, args.roles[0], text, write=write)
+        return route.serve_flush(team, args.sender, args.roles[0], data, write=write)
+    return route.serve_say(team, args.sender, args.roles[0], data, write=write)
 
 
 def _line(text: str) -> None:

@@ -66,6 +66,7 @@ def copy_team(team: Team, dest: str) -> None:
     if team.shared_prompt is not None and team.shared_prompt.is_file():
         prompt = team.shared_prompt.read_text(encoding="utf-8")
     from fabrikito.launch.seatfiles import say_command
+    from fabrikito.team import routekeys
 
     data = json.dumps(
         {
@@ -73,13 +74,31 @@ def copy_team(team: Team, dest: str) -> None:
             "prompt": prompt,
             "origin_team": str(team.path),
             "origin_command": say_command(),
+            "peers": {routekeys.ORIGIN: routekeys.digest(routekeys.secret(team))},
         }
     ).encode()
     argv = ["_host", "put", team.name, "--host", dest]
     answer = hosts.host(team, dest).run(argv, input=data, timeout=PREPARE_TIMEOUT)
-    if answer.code != 0:
-        said = answer.err.strip() or f"exit status {answer.code}"
-        raise HostError(dest, Problem.NOT_INSTALLED, f"the team could not be copied there: {said}")
+    try:
+        if answer.code != 0:
+            raise ValueError(answer.err.strip() or f"exit status {answer.code}")
+        routekeys.add_peers(team, {dest: str(json.loads(answer.out)["secret_hash"])})
+    except (ValueError, KeyError, TypeError) as exc:
+        raise HostError(dest, Problem.NOT_INSTALLED, f"the team could not be copied there: {exc}") from None
+
+
+def hand_round(team: Team, dests: Sequence[str]) -> None:
+    """Every host gets the other hosts' secret hashes (for a say from one host to another)."""
+    from fabrikito.team import routekeys
+
+    if len(dests) < 2:
+        return
+    table = json.dumps(routekeys.peers(team)).encode()
+    for dest in dests:
+        try:
+            hosts.host(team, dest).run(["_host", "peers", team.name], input=table, timeout=PREPARE_TIMEOUT)
+        except HostError:
+            pass  # a say from another host to this one is refused, saying to run up again
 
 
 def up(
@@ -125,6 +144,7 @@ def up(
         with ThreadPoolExecutor(max_workers=len(by_host), thread_name_prefix="host-up") as pool:
             for f in [pool.submit(one, d, s) for d, s in by_host.items()]:
                 f.result()
+        hand_round(team, [d for d in by_host if not any(s.role in failed for s in by_host[d])])
     return failed
 
 
