@@ -331,6 +331,7 @@ def test_a_host_that_accepts_but_never_answers_is_unreachable_within_its_5_s(
         other_host.freeze_sshd(False)
     assert seats["api"]["state"] == "unreachable", seats["api"]
     assert "did not answer" in seats["api"]["detail"] or "timed out" in seats["api"]["detail"], seats["api"]
-    assert took < 8, took  # the 5 s of the host, and this machine's own reading: nothing waits longer
+    # the host's 5 s, plus two interpreter starts and this machine's own reading, on a busy machine
+    assert took < 12, took
     assert said.returncode == 3, said.stdout + said.stderr
     assert "host fk-remote" in said.stderr and "Nothing was typed" in said.stderr
