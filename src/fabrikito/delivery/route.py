@@ -1,8 +1,9 @@
 """``say`` and ``flush`` to a seat on another host: the engine runs on that host.
 
 The sender's side (:func:`deliver_remote`, :func:`flush_remote`) runs one ssh
-command, ``fabrikito _host say <team> --sender <role> <seat>`` with the
-message on stdin, through the team's master connection to the seat's host.
+command, ``fabrikito _host say <team> --sender <role> <seat>`` with this
+machine's voucher and the message on stdin, through the team's master
+connection to the seat's host.
 The host's side (:func:`serve_say`, :func:`serve_flush`) runs the same
 delivery engine as a local ``say`` (:func:`fabrikito.delivery.say.deliver`),
 next to the pane, and writes the host's own log line.  It prints ``accepted``
