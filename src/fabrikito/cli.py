@@ -331,6 +331,12 @@ def _resolve(path: str) -> Callable[..., Any]:
 def main(argv: Sequence[str] | None = None) -> int:
     if argv is None:
         argv = sys.argv[1:]
+    if argv[:1] == ["_host"]:  # a host's side of a team across hosts, run over ssh (launch/hostside.py); unlisted
+        try:
+            return int(_resolve("fabrikito.launch.hostside:main")(argv[1:]))
+        except FabrikitoError as exc:
+            _print_error(f"fabrikito _host: {exc.message}")
+            return exc.exit_code
     parser = build_parser(argv)
     args = parser.parse_args(argv)
     if args.version:

@@ -171,6 +171,10 @@ def cmd_up(args: argparse.Namespace) -> int:
     report = check.run(team)
     for warning in report.warnings:
         _line(f"WARNING: {warning.message}")
+    if _across_hosts(team):
+        from fabrikito.launch import multihost
+
+        return multihost.run_up(team, args.roles, out=_line, timeout=args.timeout)
     result = lifecycle.up(team, args.roles, out=_line, timeout=args.timeout)
     _line("")
     _line(status.render(status.collect(team)))
@@ -184,6 +188,10 @@ def cmd_down(args: argparse.Namespace) -> int:
     from fabrikito.team import teamfile
 
     team = teamfile.load(args.team)
+    if _across_hosts(team):
+        from fabrikito.launch import multihost
+
+        return multihost.run_down(team, args.roles, out=_line)
     return lifecycle.down(team, args.roles, out=_line)
 
 
@@ -192,7 +200,12 @@ def cmd_status(args: argparse.Namespace) -> int:
     from fabrikito.team import teamfile
 
     team = teamfile.load(args.team)
-    found = status.collect(team, screens=not args.no_screens)
+    if _across_hosts(team):
+        from fabrikito.launch import multihost
+
+        found = multihost.collect(team, screens=not args.no_screens)
+    else:
+        found = status.collect(team, screens=not args.no_screens)
     if args.json:
         from fabrikito.log.logview import json_text
 
@@ -220,6 +233,11 @@ def cmd_demo(args: argparse.Namespace) -> int:
     if args.stop:
         return demo.stop(demo.demo_dir(args.dir), out=_line)
     return demo.run(demo.demo_dir(args.dir), out=_line, socket=args.tmux_socket)
+
+
+def _across_hosts(team: Team) -> bool:
+    """Whether the team file, on its own machine, has seats on other hosts."""
+    return any(seat.host is not None for seat in team.seats)
 
 
 def _line(text: str) -> None:

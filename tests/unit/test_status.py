@@ -228,6 +228,7 @@ def test_table_json_and_notice(tmp_path: Path) -> None:
         "pid": None,
         "release": None,
         "qualified": None,
+        "host": None,
     }
     assert (data["seats"][2]["release"], data["seats"][2]["qualified"]) == ("2.1.999", False)
     assert data["notices"] == [{"role": "sec", "count": 3, "last": msglog.local_time(1_800_000_000.0)}]

@@ -77,24 +77,24 @@ def test_list_panes_and_window_options(server: Server) -> None:
 def test_runner_passes_stdin_and_reads_both_outputs_past_a_pipe_buffer() -> None:
     import os
 
-    from fabrikito.base import tmux
+    from fabrikito.base import spawn
 
     data = os.urandom(300_000)  # more than a pipe holds: writing and reading must interleave
-    code, out, err = tmux._run(["sh", "-c", "cat; echo oops >&2; exit 3"], data, 10, os.environ)
+    code, out, err = spawn.run(["sh", "-c", "cat; echo oops >&2; exit 3"], data, 10, os.environ)
     assert (code, out, err) == (3, data, b"oops\n")
-    assert tmux._run(["sh", "-c", "read x || echo empty"], b"", 10, {"PATH": os.environ["PATH"]})[1] == b"empty\n"
+    assert spawn.run(["sh", "-c", "read x || echo empty"], b"", 10, {"PATH": os.environ["PATH"]})[1] == b"empty\n"
 
 
 def test_runner_kills_and_reaps_at_the_deadline_and_keeps_stderr(tmp_path: Path) -> None:
     import os
     import time
 
-    from fabrikito.base import tmux
+    from fabrikito.base import spawn
 
     pid_file = tmp_path / "pid"
     started = time.monotonic()
     with pytest.raises(TimeoutError, match="partial"):
-        tmux._run(["sh", "-c", f"echo $$ > {pid_file}; echo partial >&2; exec sleep 30"], b"", 0.5, os.environ)
+        spawn.run(["sh", "-c", f"echo $$ > {pid_file}; echo partial >&2; exec sleep 30"], b"", 0.5, os.environ)
     assert time.monotonic() - started < 5
     pid = int(pid_file.read_text())
     with pytest.raises(ProcessLookupError):  # killed and reaped: no process, not even a zombie
@@ -104,10 +104,10 @@ def test_runner_kills_and_reaps_at_the_deadline_and_keeps_stderr(tmp_path: Path)
 def test_runner_missing_binary_is_oserror_and_server_says_could_not_be_started() -> None:
     import os
 
-    from fabrikito.base import tmux
+    from fabrikito.base import spawn
 
     with pytest.raises(FileNotFoundError):
-        tmux._run(["no-such-binary-for-fabrikito"], b"", 5, os.environ)
+        spawn.run(["no-such-binary-for-fabrikito"], b"", 5, os.environ)
     with pytest.raises(TmuxError, match="could not be started"):
         Server(socket_name="x", binary="no-such-binary-for-fabrikito").run("list-sessions")
 
@@ -117,9 +117,9 @@ def test_runner_works_with_stdin_stdout_and_stderr_closed() -> None:
 
     code = (
         "import os, sys\n"
-        "from fabrikito.base import tmux\n"
+        "from fabrikito.base import spawn\n"
         "for fd in (0, 1, 2): os.close(fd)\n"
-        "code, out, err = tmux._run(['sh', '-c', 'cat; echo e >&2'], b'in', 10, os.environ)\n"
+        "code, out, err = spawn.run(['sh', '-c', 'cat; echo e >&2'], b'in', 10, os.environ)\n"
         "fd = os.open(sys.argv[1], os.O_WRONLY)\n"
         "os.write(fd, repr((code, out, err)).encode())\n"
     )

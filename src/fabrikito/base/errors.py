@@ -8,6 +8,7 @@ what, and what to do about it.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from enum import StrEnum
 
 
 class FabrikitoError(Exception):
@@ -64,3 +65,34 @@ class TmuxError(FabrikitoError):
 
 class StateFileError(FabrikitoError):
     """A file under ``.state/`` is not what it must be (a link, a FIFO...)."""
+
+
+class Problem(StrEnum):
+    """What went wrong on the way to another host."""
+
+    UNREACHABLE = "unreachable"
+    TIMED_OUT = "did not answer"
+    HOST_KEY_CHANGED = "host key changed"
+    HOST_KEY_UNKNOWN = "unknown host key"
+    LOGIN_REFUSED = "login refused"
+    DROPPED = "connection dropped"
+    NO_SSH = "no ssh"
+    NOT_INSTALLED = "fabrikito missing"
+
+
+class HostError(FabrikitoError):
+    """ssh could not run a command on another host: which host, what went wrong, what to do."""
+
+    def __init__(self, host: str, problem: Problem, advice: str, *, detail: str = "", out: bytes = b"") -> None:
+        self.host = host
+        self.out = out  # what the remote command wrote before it failed (a dropped or timed-out one)
+        self.problem = problem
+        self.detail = detail.strip()
+        said = f" (ssh: {self.detail})" if self.detail else ""
+        super().__init__(f"host {host}: {advice}{said}")
+        self.advice = advice
+
+    @property
+    def reason(self) -> str:
+        """One line for a status row: the problem and what ssh said."""
+        return f"{self.problem.value}: {self.detail or self.advice}"

@@ -15,6 +15,7 @@ import os
 from collections.abc import Mapping, Sequence
 
 from fabrikito.base.errors import TmuxError
+from fabrikito.base.spawn import run as _run
 from fabrikito.base.values import frozen
 
 DEFAULT_TIMEOUT = 5.0
@@ -258,83 +259,3 @@ def server_of_current_pane() -> str | None:
     if not value:
         return None
     return value.split(",", 1)[0] or None
-
-
-def _run(argv: list[str], data: bytes, timeout: float, env: Mapping[str, str]) -> tuple[int, bytes, bytes]:
-    """Run ``argv`` with ``data`` on its stdin; its exit status, stdout and stderr.
-
-    ``subprocess.run`` without ``subprocess``: that module (with ``selectors``,
-    ``signal`` and ``threading``) costs 4 ms of start-up to ``say`` and
-    ``status``, more than a tmux call.  ``posix_spawnp`` with three pipes, one
-    poll loop, a deadline: past it the process is killed and reaped, and
-    ``TimeoutError`` carries what it wrote on stderr.  Descriptors fabrikito
-    opens are not inherited (Python opens them close-on-exec).
-    """
-    import select
-    import time
-
-    deadline = time.monotonic() + timeout
-    # In this order, whatever of 0, 1, 2 is closed: a pipe end that lands there is
-    # never overwritten by an earlier redirection of the child (in -> 0, out -> 1, err -> 2).
-    in_r, in_w = os.pipe()
-    out_r, out_w = os.pipe()
-    err_r, err_w = os.pipe()
-    dup2 = os.POSIX_SPAWN_DUP2
-    try:
-        pid = os.posix_spawnp(argv[0], argv, env, file_actions=[(dup2, in_r, 0), (dup2, out_w, 1), (dup2, err_w, 2)])
-    except BaseException:
-        for fd in (in_r, in_w, out_r, out_w, err_r, err_w):
-            os.close(fd)
-        raise
-    for fd in (in_r, out_w, err_w):
-        os.close(fd)
-    chunks: dict[int, list[bytes]] = {out_r: [], err_r: []}
-    poller = select.poll()
-    poller.register(out_r, select.POLLIN)
-    poller.register(err_r, select.POLLIN)
-    reading = {out_r, err_r}
-    pending = memoryview(data)
-    if data:
-        os.set_blocking(in_w, False)
-        poller.register(in_w, select.POLLOUT)
-    else:
-        os.close(in_w)
-        in_w = -1
-    status: int | None = None
-    try:
-        while reading:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise TimeoutError(b"".join(chunks[err_r]).decode("utf-8", "replace"))
-            for fd, _event in poller.poll(left * 1000):
-                if fd == in_w:
-                    try:
-                        pending = pending[os.write(in_w, pending[: 1 << 16]) :]
-                    except BrokenPipeError:
-                        pending = pending[:0]
-                    if not pending:
-                        poller.unregister(in_w)
-                        os.close(in_w)
-                        in_w = -1
-                    continue
-                block = os.read(fd, 1 << 16)
-                if block:
-                    chunks[fd].append(block)
-                else:
-                    poller.unregister(fd)
-                    reading.discard(fd)
-        _, status = os.waitpid(pid, 0)
-    finally:
-        for fd in (out_r, err_r, in_w):
-            if fd >= 0:
-                os.close(fd)
-        if status is None:  # timed out or interrupted: the process does not outlive the call
-            try:
-                os.kill(pid, _SIGKILL)
-            except ProcessLookupError:
-                pass
-            os.waitpid(pid, 0)
-    return os.waitstatus_to_exitcode(status), b"".join(chunks[out_r]), b"".join(chunks[err_r])
-
-
-_SIGKILL = 9  # signal.SIGKILL, without importing signal (an enum of every signal)

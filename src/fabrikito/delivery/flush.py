@@ -176,6 +176,14 @@ def _run_flush(
     except IdentityRefused as exc:
         line.sender = exc.log_sender
         return _report(line, FlushResult(msglog.Outcome.NOT_FLUSHED, exc.message), out, err)
+    from fabrikito.team.hosts import here_of
+
+    here = here_of(team)
+    if seat.host != here:  # on another host: flushed there (delivery/route.py), logged on both
+        from fabrikito.delivery.route import flush_remote
+
+        outcome, reason = flush_remote(team, seat, line.sender, here)
+        return _report(line, FlushResult(msglog.Outcome(outcome), reason), out, err)
     if not server_up:
         reason = f"the team's {server.describe()} is not running, so the seat is down"
         return _report(line, FlushResult(msglog.Outcome.NOT_FLUSHED, reason), out, err)

@@ -50,6 +50,7 @@ from fabrikito.delivery.identity import UNKNOWN_SENDER
 from fabrikito.delivery.oneline import Interrupted, OneLine, guarded, signals_raise
 from fabrikito.log import msglog
 from fabrikito.screen import BoxReading, Recogniser, ScreenState, Verdict, recogniser_for
+from fabrikito.team.hosts import here_of
 from fabrikito.team.teamfile import Seat, Team
 
 LOCK_TIMEOUT = 8.0
@@ -71,6 +72,7 @@ class Result(StrEnum):
     DELIVERED = "delivered"
     REFUSED = "refused"  # nothing was typed
     TYPED = "typed, not submitted"  # text is in the box, no Enter (or the Enter did not land)
+    UNKNOWN = "outcome not known"  # a seat on another host: the connection dropped while its engine ran
 
 
 @frozen
@@ -509,6 +511,7 @@ def _run_say(
         )
     server_up = os.path.exists(server.resolved_socket_path())
     panes = _list_panes(server) if server_up else []
+    here = here_of(team)
     try:
         line.sender = who_speaks(team, server, env_role, panes)
     except IdentityRefused as exc:
@@ -519,15 +522,18 @@ def _run_say(
     unsafe = unsafe_characters(text)
     if unsafe is not None:
         return _refused(line, unsafe, err)
-    if not server_up and expire is None:  # with --queue every seat is down, and the message waits
+    seats = [s for s in team.seats if (s.role != line.sender if target == "all" else s.role == target)]
+    if not seats:
+        return _refused(line, f"'all' means every seat but the sender, and {line.sender} is the team's only seat", err)
+    remote = [s.role for s in seats if s.host != here]
+    if remote and expire is not None:
+        return _refused(line, f"--queue does not reach a seat on another host ({', '.join(remote)}) yet", err)
+    if not server_up and expire is None and len(remote) < len(seats):  # with --queue the message waits
         return _refused(
             line,
             f"the team's {server.describe()} is not running, so every seat is down: start the team with ./fabrikito up",
             err,
         )
-    seats = [s for s in team.seats if (s.role != line.sender if target == "all" else s.role == target)]
-    if not seats:
-        return _refused(line, f"'all' means every seat but the sender, and {line.sender} is the team's only seat", err)
     statedir.ensure_state_dir(team.base_dir, team.name)
     unsafe_log = statedir.describe_unsafe(line.log_path)
     if unsafe_log is not None:
@@ -541,6 +547,10 @@ def _run_say(
         from fabrikito.delivery import queue
     for seat in seats:
         held = queue.behind_earlier(team, seat.role) if expire is not None else None
+        if held is None and seat.host != here:
+            from fabrikito.delivery.route import deliver_remote
+
+            held = deliver_remote(team, seat, line.sender, text, here)
         results.append(held if held is not None else deliver(ctx, seat, line.sender, text))
         if results[-1].interrupted:
             break
@@ -573,7 +583,7 @@ def _list_panes(server: Server) -> list[seatpane.PaneRow] | None:
 def _exit_code(results: list[Delivery]) -> int:
     if all(r.result is Result.DELIVERED for r in results):
         return EXIT_DELIVERED
-    if any(r.result is Result.TYPED for r in results):
+    if any(r.result in (Result.TYPED, Result.UNKNOWN) for r in results):
         return EXIT_TYPED
     return EXIT_REFUSED
 
@@ -593,6 +603,8 @@ def _report(r: Delivery, out: Callable[[str], None], err: Callable[[str], None])
         out(f"delivered to {r.role}")
     elif r.result is Result.REFUSED:
         err(f"not sent to {r.role}: {r.reason}. Nothing was typed; deal with the seat and send again.")
+    elif r.result is Result.UNKNOWN:
+        err(f"not known whether {r.role} got it: {r.reason}.")
     else:
         err(
             f"typed into {r.role} but not submitted: {r.reason}. The text is left in the box, where it goes out "

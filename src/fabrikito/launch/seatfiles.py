@@ -158,7 +158,12 @@ def roster_section(team: Team, seat: Seat) -> str:
         "| role | session name |",
         "|---|---|",
     ]
-    lines += [f"| {s.role} | {s.session} |" for s in team.seats]
+    here = seat.host
+    if any(s.host != here for s in team.seats):
+        lines[-2:] = ["| role | session name | where |", "|---|---|---|"]
+        lines += [f"| {s.role} | {s.session} | {_where(s, here)} |" for s in team.seats]
+    else:
+        lines += [f"| {s.role} | {s.session} |" for s in team.seats]
     lines.append("")
     lines.append(f"You are `{seat.role}`; your session name is `{seat.session}`.")
     em = team.seat(EM_ROLE)
@@ -169,11 +174,22 @@ def roster_section(team: Team, seat: Seat) -> str:
     else:
         lines.append(f"The EM is `{EM_ROLE}`, session `{em.session}`.")
     lines.append("")
+    if any(s.host != here for s in team.seats):
+        lines.append(
+            "Seats marked *another host* run on another machine: SendMessage cannot reach them (its sockets are "
+            "local to a machine). Use `say` for them; it carries the message there."
+        )
     lines.append(
         f'`say` is `{say_command()} say <role> "message"` (your environment names the team and your role, '
         "so it labels the message as yours)."
     )
     return "\n".join(lines) + "\n"
+
+
+def _where(seat: Seat, here: str | None) -> str:
+    if seat.host == here:
+        return "this machine"
+    return f"another host ({seat.host or 'the team machine'}): use say"
 
 
 def say_command() -> str:

@@ -81,6 +81,7 @@ class SeatState(StrEnum):
     BOX_TEXT = "box holds text"
     EXITED = "exited"
     NOT_AGENT = "not running claude"
+    UNREACHABLE = "unreachable"  # on another host that did not answer
     UNKNOWN = "unknown"
 
 
@@ -97,6 +98,7 @@ class SeatStatus:
     pid: int | None = None  # the agent's pid, when one runs
     release: str | None = None  # the agent's release, when one runs and it can be told
     qualified: bool | None = None  # whether fabrikito recognises that release (None: no agent)
+    host: str | None = None  # the ssh destination of the seat's host (None: this machine)
 
 
 @frozen
@@ -355,13 +357,17 @@ def attach_command(team: Team, seat: Seat) -> str:
 
 def render(status: Status, *, today: str | None = None) -> str:
     team = status.team
-    header = ("ROLE", "SESSION", "PANE", "STATE", "CLASS", "RELEASE", "LAST TO", "LAST FROM")
-    rows = []
+    header: tuple[str, ...] = ("ROLE", "SESSION", "PANE", "STATE", "CLASS", "RELEASE", "LAST TO", "LAST FROM")
+    hosted = any(s.host for s in status.seats)
+    if hosted:
+        header = ("ROLE", "HOST", *header[1:])
+    rows: list[tuple[str, ...]] = []
     for s in status.seats:
         state = s.state.value + (f" ({s.detail})" if s.detail and s.state is not SeatState.EXITED else "")
         rows.append(
             (
                 s.role,
+                *((s.host or "here",) if hosted else ()),
                 s.session,
                 s.pane or "-",
                 state,
@@ -414,6 +420,7 @@ def to_json(status: Status) -> dict[str, Any]:
                 "pid": s.pid,
                 "release": s.release,
                 "qualified": s.qualified,
+                "host": s.host,
             }
             for s in status.seats
         ],

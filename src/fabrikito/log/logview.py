@@ -82,6 +82,8 @@ def cmd_log(args: argparse.Namespace) -> int:
                 _emit(out, number, item, filters, as_json=args.json, stream=True)
             return 0
         items = list(read_log(team.log_path))
+        if any(seat.host is not None for seat in team.seats):
+            return _merged(team, items, filters, as_json=args.json)
         if args.json:
             records = [item_json(n, it) for n, it in items if not isinstance(it, Record) or filters.keep(it)]
             out.write(json_text({"version": JSON_VERSION, "records": records}, indent=2))
@@ -93,6 +95,23 @@ def cmd_log(args: argparse.Namespace) -> int:
     except BrokenPipeError:
         _quiet_stdout()
         return 0
+    return 0
+
+
+def _merged(team: Any, items: list[tuple[int, Record | Foreign]], filters: Filters, *, as_json: bool) -> int:
+    """Every host's log with this machine's, by time (:mod:`fabrikito.log.hostlogs`), with a HOST column."""
+    from fabrikito.log import hostlogs
+
+    lines, problems = hostlogs.merged(team, items)
+    kept = [(n, it, w) for n, it, w in lines if not isinstance(it, Record) or filters.keep(it)]
+    if as_json:
+        records = [{**item_json(n, it), "host": w} for n, it, w in kept]
+        body = {"version": JSON_VERSION, "records": records, "unreachable": problems}
+        sys.stdout.write(json_text(body, indent=2) + "\n")
+    else:
+        sys.stdout.write(render([(n, it) for n, it, _ in kept], filters, where=[w or "here" for _, _, w in kept]))
+    for problem in problems:
+        print(problem, file=sys.stderr)
     return 0
 
 
@@ -241,8 +260,23 @@ def _hex_of(m: re.Match[str]) -> str:
     return "".join(f"\\x{b:02X}" for b in m.group(0).encode("utf-8", "surrogateescape"))
 
 
-def render(items: Sequence[tuple[int, Record | Foreign]], filters: Filters, *, min_route: int = 0) -> str:
-    """The aligned table: time, sender → recipient, outcome, message."""
+def render(
+    items: Sequence[tuple[int, Record | Foreign]],
+    filters: Filters,
+    *,
+    min_route: int = 0,
+    where: Sequence[str] | None = None,
+) -> str:
+    """The aligned table: time, sender → recipient, outcome, message (each after its host, with ``where``)."""
+    if where is not None:
+        width = max(map(len, where), default=0)
+        routes = [len(f"{shown(it.sender)} → {shown(it.recipient)}") for _, it in items if isinstance(it, Record)]
+        min_route = max([min_route, *routes])
+        return "".join(
+            f"{host:<{width}}  {render([pair], filters, min_route=min_route)}"
+            for host, pair in zip(where, items, strict=True)
+            if not isinstance(pair[1], Record) or filters.keep(pair[1])
+        )
     rows: list[tuple[str, str, str, str] | str] = []
     for number, item in items:
         if isinstance(item, Foreign):

@@ -179,6 +179,7 @@ def run(team: Team, *, is_root: bool | None = None, env: dict[str, str] | None =
             seat.role
             for seat in team.seats
             if seat.effective_mode == "bypassPermissions"
+            and seat.host is None  # root here; a host's seats run as the ssh user there
             and (seat.env.get("IS_SANDBOX") or environ.get("IS_SANDBOX")) != "1"
         )
         if stuck:
@@ -192,13 +193,23 @@ def run(team: Team, *, is_root: bool | None = None, env: dict[str, str] | None =
                     stuck,
                 )
             )
-    missing_cwd = tuple(seat.role for seat in team.seats if not seat.cwd.is_dir())
+    missing_cwd = tuple(s.role for s in team.seats if s.host is None and not s.cwd.is_dir())  # a host has its own
     if missing_cwd:
         warnings.append(
             CheckWarning(
                 "missing-cwd",
                 "the working directory of " + ", ".join(missing_cwd) + " does not exist: create it or fix cwd.",
                 missing_cwd,
+            )
+        )
+    far = tuple(s.role for s in team.seats if s.host is not None)
+    if far and team.origin is None and len(far) < len(team.seats):
+        warnings.append(
+            CheckWarning(
+                "no-origin",
+                "the seats on other hosts (" + ", ".join(far) + ") cannot say to the seats on this machine: set "
+                "origin in the team file to an ssh destination for this machine, as those hosts reach it.",
+                far,
             )
         )
     if team.shared_prompt is not None and not team.shared_prompt.is_file():

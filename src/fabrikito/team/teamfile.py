@@ -55,8 +55,12 @@ PERMISSION_MODES = ("acceptEdits", "bypassPermissions", "default", "dontAsk", "p
 ALLOW_BYPASS_FLAG = "--allow-dangerously-skip-permissions"
 SKIP_PERMISSIONS_FLAG = "--dangerously-skip-permissions"
 
-TEAM_KEYS = frozenset({"name", "tmux_socket", "tmux_socket_path", "agent", "kickoff", "shared_prompt", "seat"})
-SEAT_KEYS = frozenset({"role", "session", "cwd", "permission_mode", "args", "kickoff", "env"})
+TEAM_KEYS = frozenset(
+    {"name", "tmux_socket", "tmux_socket_path", "agent", "kickoff", "shared_prompt", "seat", "origin"}
+)
+SEAT_KEYS = frozenset({"role", "session", "cwd", "permission_mode", "args", "kickoff", "env", "host"})
+#: An ssh destination (``build-2``, ``user@host``, ``ssh://user@host:port``): no space, no leading '-'.
+HOST_RE = re.compile(r"[A-Za-z0-9_.@:/\[\]%+=~-]{1,255}\Z")
 
 
 class PermissionClass(StrEnum):
@@ -76,6 +80,7 @@ class Seat:
     args: tuple[str, ...] = ()
     kickoff: str | None = None
     env: Mapping[str, str] = field(default_factory=dict)
+    host: str | None = None  # an ssh destination; None: the machine the team file is on
 
     @property
     def effective_mode(self) -> str | None:
@@ -121,6 +126,7 @@ class Team:
     agent: tuple[str, ...] = DEFAULT_AGENT
     kickoff: str | None = None
     shared_prompt: Path | None = None
+    origin: str | None = None  # how seats on other hosts reach this machine (an ssh destination)
 
     @property
     def base_dir(self) -> Path:
@@ -292,6 +298,7 @@ def parse(data: Mapping[str, Any], team_path: Path) -> Team:
     kickoff = _kickoff(data, "team", bad)
     shared_raw = _optional_str(data, "shared_prompt", "team", bad)
     shared_prompt = team_path.parent / (shared_raw if shared_raw is not None else DEFAULT_SHARED_PROMPT)
+    origin = _host(data, "team", bad, key="origin")
 
     raw_seats = data.get("seat")
     seats: list[Seat] = []
@@ -335,6 +342,7 @@ def parse(data: Mapping[str, Any], team_path: Path) -> Team:
         agent=agent,
         kickoff=kickoff,
         shared_prompt=shared_prompt,
+        origin=origin,
     )
 
 
@@ -398,6 +406,7 @@ def _seat(raw: Mapping[str, Any], index: int, base: Path, bad: Any) -> Seat | No
     elif {"TEAM_ROLE", "FABRIKITO_TEAM", "FABRIKITO"} & set(env):
         bad(where, "'env' may not set TEAM_ROLE, FABRIKITO_TEAM or FABRIKITO: fabrikito sets them")
         ok = False
+    host = _host(raw, where, bad)
     if not ok or not isinstance(session, str):
         return None
     cwd = Path(cwd_raw).expanduser()
@@ -411,6 +420,7 @@ def _seat(raw: Mapping[str, Any], index: int, base: Path, bad: Any) -> Seat | No
         args=tuple(args),
         kickoff=kickoff,
         env=dict(env),
+        host=host,
     )
 
 
@@ -420,6 +430,14 @@ def _optional_str(data: Mapping[str, Any], key: str, where: str, bad: Any) -> st
         return None
     if not isinstance(value, str) or not value:
         bad(where, f"'{key}' must be a non-empty string")
+        return None
+    return value
+
+
+def _host(data: Mapping[str, Any], where: str, bad: Any, *, key: str = "host") -> str | None:
+    value = _optional_str(data, key, where, bad)
+    if value is not None and (not HOST_RE.match(value) or value.startswith("-")):
+        bad(where, f"'{key}' {value!r} is not an ssh destination: write it as ssh takes it (build-2, user@host)")
         return None
     return value
 

@@ -1,0 +1,187 @@
+"""``fabrikito _host``: a host's side of a team that spans hosts, run over ssh by fabrikito itself.
+
+Not a command for people (``--help`` does not list it).  The team's machine
+runs, through :mod:`fabrikito.base.ssh`::
+
+    fabrikito _host version                      the release here
+    fabrikito _host put TEAM --host DEST         stdin: the team file, shared prompt, the machines' secret hashes
+    fabrikito _host peers TEAM                   stdin: the other hosts' secret hashes (team/routekeys.py)
+    fabrikito _host up TEAM [--timeout S] [ROLE...]
+    fabrikito _host down TEAM [ROLE...]
+    fabrikito _host status TEAM                  status --json of the seats here
+    fabrikito _host log TEAM                     the host's messages.log, as it is
+    fabrikito _host say TEAM --sender S ROLE     stdin: the message (see delivery/route.py)
+    fabrikito _host flush TEAM --sender S ROLE   flush there (see delivery/route.py)
+
+TEAM is the team's name (this host's copy), or, for a say routed from a host
+to the team's own machine, the path of the team file there.
+
+The host's copy of the team is ``$XDG_STATE_HOME/fabrikito/teams/<team>/team.toml``
+(:func:`fabrikito.team.hosts.host_team_dir`); its shared prompt is
+``shared-prompt.md`` beside it, and relative ``cwd`` values are taken from
+that directory.  Every operation acts on the seats of this host only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from fabrikito.base import statedir
+from fabrikito.base.errors import UsageError
+from fabrikito.team import hosts
+from fabrikito.team.teamfile import Team
+
+TEAM_FILE = "team.toml"
+PROMPT_FILE = "shared-prompt.md"
+
+
+def team_file(name: str) -> Path:
+    return hosts.host_team_dir(name) / TEAM_FILE
+
+
+def load_here(name: str) -> Team:
+    """This host's copy of team ``name``, its shared prompt the copy beside it."""
+    from fabrikito.base.values import replace
+    from fabrikito.team import teamfile
+    from fabrikito.team.teamfile import TEAM_NAME_RE
+
+    if not TEAM_NAME_RE.match(name):
+        raise UsageError(f"_host: {name!r} is not a team name")
+    path = team_file(name)
+    if not path.is_file():
+        raise UsageError(
+            f"team {name} was never brought up on this host: `fabrikito up` on the team's machine copies it"
+        )
+    team = teamfile.load(path)
+    return replace(team, shared_prompt=path.parent / PROMPT_FILE)
+
+
+def _load(ref: str) -> Team:
+    """A host's copy by the team's name, or the origin's own team file by its path (a routed say to it)."""
+    if "/" in ref:
+        from fabrikito.team import teamfile
+
+        return teamfile.load(ref)
+    return load_here(ref)
+
+
+def put(name: str, dest: str, data: bytes) -> None:
+    """Write this host's copy of the team file and shared prompt; record which host this is."""
+    try:
+        given = json.loads(data)
+        toml, prompt = str(given["team_toml"]), given.get("prompt")
+        origin_team, origin_command = str(given["origin_team"]), str(given["origin_command"])
+    except (ValueError, KeyError, TypeError):
+        raise UsageError("_host put: stdin is not the team's JSON") from None
+    from fabrikito.team.teamfile import TEAM_NAME_RE
+
+    if not TEAM_NAME_RE.match(name):
+        raise UsageError(f"_host put: {name!r} is not a team name")
+    directory = hosts.host_team_dir(name)
+    directory.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    statedir.ensure_dir(directory)
+    statedir.write_atomic(directory / TEAM_FILE, toml.encode("utf-8"))
+    statedir.write_atomic(directory / PROMPT_FILE, str(prompt or "").encode("utf-8"))
+    team = load_here(name)
+    if team.name != name:
+        raise UsageError(f"_host put: the team file names team {team.name}, not {name}")
+    hosts.mark_here(team, dest, origin_team=origin_team, origin_command=origin_command)
+    from fabrikito.team import routekeys
+
+    routekeys.add_peers(team, given.get("peers") or {})
+    print(json.dumps({"secret_hash": routekeys.digest(routekeys.secret(team))}))
+
+
+def main(argv: Sequence[str]) -> int:
+    parser = argparse.ArgumentParser(prog="fabrikito _host", add_help=False)
+    parser.add_argument("op", choices=("version", "put", "peers", "up", "down", "status", "log", "say", "flush"))
+    parser.add_argument("team", nargs="?")
+    parser.add_argument("roles", nargs="*")
+    parser.add_argument("--host")
+    parser.add_argument("--sender")
+    parser.add_argument("--timeout", type=float)
+    args = parser.parse_intermixed_args(list(argv))
+    if args.op == "version":
+        from fabrikito import __version__
+
+        print(f"fabrikito {__version__}")
+        return 0
+    if not args.team:
+        raise UsageError("_host: name the team")
+    if args.op == "peers":  # the other machines' secret hashes, handed round by up
+        from fabrikito.team import routekeys
+
+        try:
+            table = json.loads(sys.stdin.buffer.read())
+        except ValueError:
+            raise UsageError("_host peers: stdin is not JSON") from None
+        routekeys.add_peers(load_here(args.team), table if isinstance(table, dict) else {})
+        return 0
+    if args.op == "put":
+        if not args.host:
+            raise UsageError("_host put: --host names this host")
+        put(args.team, args.host, sys.stdin.buffer.read())
+        return 0
+    if args.op == "status" and not team_file(args.team).is_file():
+        print(json.dumps({"seats": []}))  # never brought up here: every seat of this host is down
+        return 0
+    team = _load(args.team)
+    here = hosts.this_host(team)
+    local = hosts.local_team(team, here)
+    if args.op in ("say", "flush"):
+        return _say(team, args)
+    if args.op == "log":
+        from fabrikito.base.errors import StateFileError
+
+        try:
+            raw = statedir.read_plain(team.log_path)
+        except (OSError, StateFileError) as exc:
+            raise UsageError(f"the log {team.log_path} cannot be read: {exc}") from None
+        sys.stdout.buffer.write(raw or b"")
+        return 0
+    if args.op == "status":
+        from fabrikito.launch import status
+
+        print(json.dumps(status.to_json(status.collect(local))))
+        return 0
+    from fabrikito.launch import lifecycle
+
+    roles = [r for r in args.roles if (s := team.seat(r)) is not None and s.host == here] or None
+    if args.op == "down":
+        return lifecycle.down(local, roles, out=_line)
+    kwargs = {} if args.timeout is None else {"timeout": args.timeout}
+    # The whole team, so each seat's roster lists every seat; only this host's are started.
+    result = lifecycle.up(team, roles or list(local.roles), out=_line, **kwargs)
+    for failed in result.failed:
+        _line(f"{failed.role} did not come up: {failed.detail}")
+    return result.exit_code
+
+
+def _say(team: Team, args: argparse.Namespace) -> int:
+    from fabrikito.delivery import route
+
+    if not args.sender or len(args.roles) != 1:
+        raise UsageError(f"_host {args.op} TEAM --sender S ROLE")
+
+    def write(data: bytes) -> None:
+        try:
+            sys.stdout.buffer.write(data)
+            sys.stdout.buffer.flush()
+        except OSError:
+            pass  # the connection is gone: the engine carries on, its line is in this host's log
+
+    data = sys.stdin.buffer.read()
+    if args.op == "flush":
+        return route.serve_flush(team, args.sender, args.roles[0], data, write=write)
+    return route.serve_say(team, args.sender, args.roles[0], data, write=write)
+
+
+def _line(text: str) -> None:
+    try:
+        print(text, flush=True)
+    except OSError:
+        pass
