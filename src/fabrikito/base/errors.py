@@ -64,3 +64,13 @@ class TmuxError(FabrikitoError):
 
 class StateFileError(FabrikitoError):
     """A file under ``.state/`` is not what it must be (a link, a FIFO...)."""
+
+
+def print_error(text: str) -> None:
+    """Print a message for people on stderr; a stderr that cannot be written is no second error."""
+    import sys
+
+    try:
+        print(text, file=sys.stderr)
+    except OSError:
+        pass
