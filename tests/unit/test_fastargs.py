@@ -11,6 +11,7 @@ import sys
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tests.unit.test_hostile_args import NOT_UTF8
 
 from fabrikito import cli, fastargs
 
@@ -39,7 +40,8 @@ def words(command: str) -> list[str]:
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     options = [s for a in sub.choices[command]._actions for s in a.option_strings]
     tricky = ["-", "--", "-h", "--help", "-vv", "--te", "--team=x", "-1", "", "a b", "-x y", "2.5", "nan", "x", "api"]
-    return options + tricky
+    hostile = [NOT_UTF8, "caf\udce9", "\x1b[2Jhi", " ", "../../etc", "x" * 5000, "-\x07", "--\x1b"]  # test_hostile_args
+    return options + tricky + hostile
 
 
 @pytest.mark.parametrize("command", sorted(COMMANDS))
