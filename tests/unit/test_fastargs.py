@@ -16,7 +16,6 @@ from tests.unit.test_hostile_args import NOT_UTF8
 from fabrikito import cli, fastargs
 
 COMMANDS = {c.name: c for c in cli.COMMANDS}
-HOT = ("say", "send", "status", "flush")
 
 
 def by_argparse(argv: list[str]) -> dict[str, object] | None:
