@@ -9,23 +9,26 @@ from the table without building any of them.  :func:`main` turns a
 exit code; a traceback is shown only with ``FABRIKITO_DEBUG=1``.
 
 Start-up is kept small on purpose (docs/benchmarks.md): no dataclasses here
-(they import ``inspect``), and help is laid out without ``shutil``.
+(they import ``inspect``), and argparse only when it is needed: a plain command
+line of a command is read by :mod:`fabrikito.fastargs` from the command's own
+builder, and everything else (``--help``, an error, an unusual option) by
+argparse, laid out by :mod:`fabrikito.cliparse`.
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 from collections.abc import Callable, Sequence
 
-from fabrikito.base.errors import FabrikitoError
+from fabrikito.base.errors import FabrikitoError, print_error
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy knows the name)
 if TYPE_CHECKING:
-    from typing import Any, NoReturn
+    import argparse
+    from typing import Any
 
-Builder = Callable[[argparse.ArgumentParser], None]
+    Builder = Callable[[argparse.ArgumentParser], None]
 
 
 class Command:
@@ -39,34 +42,6 @@ class Command:
         self.help = help
         self.handler = handler
         self.build = build
-
-
-class HelpFormatter(argparse.HelpFormatter):
-    """argparse's layout, with two changes: the width is found without importing
-    ``shutil`` (as ``shutil.get_terminal_size`` finds it), and a description or
-    epilog of several lines (a table of exit codes) is printed as written; one of
-    a single line is wrapped as usual."""
-
-    def __init__(self, prog: str, indent_increment: int = 2, max_help_position: int = 24, width: int | None = None):
-        super().__init__(prog, indent_increment, max_help_position, width or _columns() - 2)
-
-    def _fill_text(self, text: str, width: int, indent: str) -> str:
-        if "\n" in text.strip("\n"):
-            return "".join(indent + line for line in text.splitlines(keepends=True))
-        return super()._fill_text(text, width, indent)
-
-
-def _columns() -> int:
-    try:
-        columns = int(os.environ.get("COLUMNS", "0"))
-    except ValueError:
-        columns = 0
-    if columns <= 0:
-        try:
-            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns if sys.__stdout__ else 0
-        except (AttributeError, ValueError, OSError):
-            columns = 0
-    return columns or 80
 
 
 def _team_arg(p: argparse.ArgumentParser) -> None:
@@ -263,19 +238,13 @@ COMMANDS: tuple[Command, ...] = (
 )
 
 
-class _Parser(argparse.ArgumentParser):
-    """argparse, with a usage error as one line that says where the help is (exit status 2)."""
-
-    def error(self, message: str) -> NoReturn:
-        _print_error(f"{self.prog}: {message} (see {self.prog} --help)")
-        raise SystemExit(2)
-
-
 def build_parser(argv: Sequence[str] = (), commands: Sequence[Command] = COMMANDS) -> argparse.ArgumentParser:
     """The parser for ``argv``: only the command ``argv`` names, with its arguments;
     every command, none built, when it names none or one that does not exist."""
-    _untranslated()
-    parser = _Parser(
+    from fabrikito.cliparse import HelpFormatter, Parser, untranslated
+
+    untranslated()
+    parser = Parser(
         prog="fabrikito",
         description="Run a team of Claude Code seats in tmux and carry messages between them.",
         formatter_class=HelpFormatter,
@@ -287,28 +256,13 @@ def build_parser(argv: Sequence[str] = (), commands: Sequence[Command] = COMMAND
     for command in known or commands:  # the list (--help, an unknown command) or the one being run
         p = sub.add_parser(command.name, help=command.help, description=command.help, formatter_class=HelpFormatter)
         if command.name == chosen:
-            build = _resolve(command.build) if isinstance(command.build, str) else command.build
-            build(p)
+            _builder(command)(p)
             p.set_defaults(_handler=command.handler)
     return parser
 
 
-def _untranslated() -> None:
-    """Spare argparse's gettext lookups when this Python has no translations.
-
-    argparse passes each of its own words through ``gettext``, which imports
-    ``locale`` and looks for a catalogue on disk every time (about 2 ms for one
-    parser).  With no ``share/locale`` under the interpreter's prefix there is
-    none to find and every word comes back as it went in; so then it is skipped.
-    """
-    if getattr(argparse, "_", None) is not _same and not os.path.isdir(
-        os.path.join(sys.base_prefix, "share", "locale")
-    ):
-        argparse._ = _same  # type: ignore[attr-defined]
-
-
-def _same(text: str) -> str:
-    return text
+def _builder(command: Command) -> Builder:
+    return _resolve(command.build) if isinstance(command.build, str) else command.build
 
 
 def _command_name(argv: Sequence[str]) -> str | None:
@@ -321,11 +275,28 @@ def _command_name(argv: Sequence[str]) -> str | None:
 
 
 def _resolve(path: str) -> Callable[..., Any]:
-    """``"module:function"``, imported now."""
-    import importlib
-
+    """``"module:function"``, imported now (by ``__import__``: importlib's package costs 0.5 ms)."""
     module_name, _, func_name = path.partition(":")
-    return getattr(importlib.import_module(module_name), func_name)  # type: ignore[no-any-return]
+    return getattr(__import__(module_name, fromlist=[func_name]), func_name)  # type: ignore[no-any-return]
+
+
+def parse(argv: Sequence[str], commands: Sequence[Command] = COMMANDS) -> tuple[Any, argparse.ArgumentParser | None]:
+    """The arguments of ``argv``, and the parser when argparse read them.
+
+    A plain command line (the command first, its options, then its
+    positionals) is read by :mod:`fabrikito.fastargs` into the same values
+    argparse gives (tests/unit/test_fastargs.py compares them); anything else,
+    including ``--help`` and every error, goes to argparse.
+    """
+    known = [command for command in commands if argv and command.name == argv[0]]
+    if known:
+        from fabrikito import fastargs
+
+        args = fastargs.parse(argv, _builder(known[0]), handler=known[0].handler)
+        if args is not None:
+            return args, None
+    parser = build_parser(argv, commands)
+    return parser.parse_args(argv), parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -335,10 +306,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             return int(_resolve("fabrikito.launch.hostside:main")(argv[1:]))
         except FabrikitoError as exc:
-            _print_error(f"fabrikito _host: {exc.message}")
+            print_error(f"fabrikito _host: {exc.message}")
             return exc.exit_code
-    parser = build_parser(argv)
-    args = parser.parse_args(argv)
+    args, parser = parse(argv)
     if args.version:
         from fabrikito import __version__
 
@@ -346,7 +316,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     handler_path = getattr(args, "_handler", None)
     if handler_path is None:
-        parser.print_help(sys.stderr)
+        if parser is not None:
+            parser.print_help(sys.stderr)
         return 2
     try:
         code = _resolve(handler_path)(args)
@@ -354,18 +325,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except FabrikitoError as exc:
         if os.environ.get("FABRIKITO_DEBUG") == "1":
             raise
-        _print_error(f"fabrikito {args.command}: {exc.message}")
+        print_error(f"fabrikito {args.command}: {exc.message}")
         return exc.exit_code
     except KeyboardInterrupt:
-        _print_error(f"fabrikito {args.command}: interrupted")
+        print_error(f"fabrikito {args.command}: interrupted")
         return 130
-
-
-def _print_error(text: str) -> None:
-    try:
-        print(text, file=sys.stderr)
-    except OSError:
-        pass
 
 
 def run() -> None:

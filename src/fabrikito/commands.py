@@ -6,11 +6,12 @@ loads only its own part of fabrikito.
 
 from __future__ import annotations
 
-import argparse
 import os
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy knows the name)
 if TYPE_CHECKING:
+    import argparse
+
     from fabrikito.team.teamfile import Team
 
 

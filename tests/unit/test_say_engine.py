@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -115,6 +116,31 @@ def test_no_enter_when_the_box_does_not_hold_just_the_message(tmp_path: Path, cl
     assert code == say.EXIT_TYPED
     assert sent(pane) == ["paste", "paste"]
     assert only_line(team).outcome == "NOT-DELIVERED"
+
+
+def test_a_paste_not_drawn_yet_is_read_again_after_a_pause_not_at_once(tmp_path: Path, claude_pid: int) -> None:
+    """Each read is a tmux call on the CPUs the agent draws with: after a read that does not show the
+    paste yet, the next waits say.POLL (read at once, the screen has rarely changed)."""
+    drawn = {"[from em] ": screen(f"{FULL}-label-alone"), MESSAGE: screen(f"{FULL}-label-then-short")}
+    reads: list[tuple[float, str]] = []  # (when, the paste it followed)
+
+    def on_call(_n: int, argv: list[str]) -> None:
+        if argv[0] == "display-message" and pane.pastes:
+            reads.append((time.monotonic(), pane.pastes[-1]))
+            if sum(1 for _, p in reads if p == pane.pastes[-1]) == 2:  # drawn for the second read after it
+                pane.now = drawn[pane.pastes[-1]]
+
+    pane = Pane(
+        screen(f"{FULL}-empty-box-fresh-start"),
+        {"Enter": names(f"{FULL}-after-turn")},
+        pid=claude_pid,
+        on_call=on_call,
+    )
+    code, _team, _ = say_dev(tmp_path, pane)
+    assert code == say.EXIT_DELIVERED
+    for text in drawn:
+        (first, _), (second, _) = [r for r in reads if r[1] == text][:2]
+        assert second - first >= say.POLL * 0.9, text
 
 
 def test_an_enter_that_does_not_land_is_reported_as_typed(tmp_path: Path, claude_pid: int) -> None:

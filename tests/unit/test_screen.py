@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from fabrikito.base.values import replace
@@ -711,3 +711,13 @@ def test_footer_mode_lines(renderer: str, mode: str, state: ScreenState) -> None
     assert "accept" in plain(lines[footer])
     lines[footer] = f"\x1b[0m  \x1b[38;5;147m⏵⏵ {mode}\x1b[38;5;246m (shift+tab to cycle)\x1b[39m"
     assert recognise(_with_lines(capture, lines)).state is state
+
+
+@given(st.text(alphabet=st.characters(codec=None, blacklist_categories=()), max_size=2500))
+@settings(max_examples=300, deadline=None)
+@example("x" * 1700 + "\U0001f600\udce9")  # long: the codec counts
+@example("\U0001f600" * 400 + "\udce9")  # short in characters, long in code units
+def test_utf16_length_counts_as_the_codec_does(text: str) -> None:
+    from fabrikito.screen import utf16_length
+
+    assert utf16_length(text) == len(text.encode("utf-16-le", "surrogatepass")) // 2

@@ -9,13 +9,14 @@ the screen recogniser, the inbox client...).
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from fabrikito import cli
+from fabrikito import cli, cliparse
 
 # Never on the way of a command that runs on every message (say, send, status, flush).
 HEAVY = {
@@ -23,7 +24,7 @@ HEAVY = {
     "inspect",
     "typing",  # imported for mypy only (TYPE_CHECKING = False)
     "subprocess",  # base.tmux runs tmux through posix_spawnp
-    "shutil",  # argparse imports it for the terminal width; cli.HelpFormatter reads it itself
+    "shutil",  # argparse imports it for the terminal width; cliparse.HelpFormatter reads it itself
     "locale",  # argparse's gettext lookups, skipped when there are no translations
     "asyncio",
     "psutil",
@@ -35,13 +36,23 @@ HEAVY = {
     "fabrikito.offline",
 }
 
-# What each command's handler imports, lazily included (its module chain).
+# Never on the way of a message command: its plain command line is read by fabrikito.fastargs.
+ARGPARSE = {"argparse", "gettext", "fabrikito.cliparse", "importlib"}
+
+# A plain command line of each, and what its handler imports, lazily included (its module chain).
+LINES: dict[str, list[str]] = {
+    "say": ["say", "api", "hello"],
+    "flush": ["flush", "api"],
+    "status": ["status", "--json"],
+    "send": ["send", "--to", "api", "hello"],
+}
 CHAINS: dict[str, list[str]] = {
     "say": [
         "fabrikito.commands",
         "fabrikito.delivery.say",
         "fabrikito.delivery.identity",
         "fabrikito.team.teamfile",
+        "fabrikito.screen.releases",
         "fabrikito.screen.claude_2_1_316",
         "fabrikito.screen.ansi",
     ],
@@ -50,6 +61,7 @@ CHAINS: dict[str, list[str]] = {
         "fabrikito.commands",
         "fabrikito.launch.status",
         "fabrikito.team.teamfile",
+        "fabrikito.screen.releases",
         "fabrikito.screen.claude_2_1_316",
         "fabrikito.screen.ansi",
         "fabrikito.delivery.refusals",
@@ -59,6 +71,8 @@ CHAINS: dict[str, list[str]] = {
         "fabrikito.inbox.client",
         "fabrikito.inbox.sessions",
         "fabrikito.inbox.protocol",
+        "fabrikito.inbox.recent",
+        "fabrikito.delivery.identity",
         "fabrikito.log.msglog",
         "fabrikito.team.teamfile",
     ],
@@ -68,43 +82,104 @@ CHAINS: dict[str, list[str]] = {
 NOT_FOR: dict[str, set[str]] = {
     "say": {"socket", "hashlib", "fabrikito.inbox.client", "fabrikito.inbox.sessions", "fabrikito.launch"},
     "flush": {"socket", "hashlib", "fabrikito.inbox.client", "fabrikito.launch"},
-    "status": {"socket", "hashlib", "fabrikito.inbox.client", "signal"},
-    "send": {"fabrikito.screen", "fabrikito.delivery", "fabrikito.launch", "signal"},
+    # the queue itself only when the team has a queue folder (test_status_without_a_queue_...)
+    "status": {"socket", "hashlib", "fabrikito.inbox.client", "signal", "fabrikito.delivery.queue"},
+    # who is speaking needs no screen, pane or tmux unless the team's server runs (identity.sender_for)
+    "send": {"fabrikito.screen", "fabrikito.delivery.seatpane", "fabrikito.base.tmux", "fabrikito.launch", "signal"},
 }
 
 PROBE = """
 import sys
 from fabrikito import cli
 command, chain = sys.argv[1], sys.argv[2:]
-parser = cli.build_parser([command] if command else ["--help"])
+if command:
+    args, parser = cli.parse(command.split("\x1f"))
+    assert parser is None, "argparse read a plain command line"
+    cli._resolve(args._handler)
+else:
+    cli.build_parser(["--help"])
 for name in chain:
     __import__(name)
 print(" ".join(sorted(sys.modules)))
 """
 
 
-def loaded(command: str, chain: list[str]) -> set[str]:
+def loaded(command: list[str], chain: list[str]) -> set[str]:
     done = subprocess.run(
-        [sys.executable, "-c", PROBE, command, *chain], capture_output=True, text=True, check=True, timeout=60
+        [sys.executable, "-c", PROBE, "\x1f".join(command), *chain],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
     )
     return set(done.stdout.split())
 
 
 @pytest.mark.parametrize("command", sorted(CHAINS))
 def test_a_message_command_imports_nothing_heavy(command: str) -> None:
-    modules = loaded(command, CHAINS[command])
+    modules = loaded(LINES[command], CHAINS[command])
     assert set(CHAINS[command]) <= modules  # the probe really loaded the chain
-    assert sorted((HEAVY | NOT_FOR[command]) & modules) == []
+    assert sorted((HEAVY | ARGPARSE | NOT_FOR[command]) & modules) == []
     assert not any(m.startswith(("fabrikito.launch.", "fabrikito.offline.")) for m in modules - set(CHAINS[command]))
 
 
+RUN = """
+import sys
+from fabrikito import cli
+code = cli.main(sys.argv[1:])
+print(" ".join(sorted(sys.modules)), file=sys.stderr)
+sys.exit(code)
+"""
+
+
+def run_for_modules(argv: list[str], **env: str) -> tuple[int, str, set[str]]:
+    """Run ``fabrikito ARGV`` for real in a fresh interpreter: its output and every module it imported."""
+    environ = {k: v for k, v in os.environ.items() if not k.startswith(("TMUX", "TEAM_ROLE", "FABRIKITO"))}
+    done = subprocess.run(
+        [sys.executable, "-c", RUN, *argv],
+        capture_output=True,
+        text=True,
+        env={**environ, **env},
+        stdin=subprocess.DEVNULL,
+        timeout=60,
+        check=False,
+    )
+    *_, modules = done.stderr.strip().split("\n")
+    return done.returncode, done.stdout, set(modules.split())
+
+
+def test_status_without_a_queue_folder_does_not_import_the_queue(tmp_path: Path) -> None:
+    team = tmp_path / "team.toml"
+    team.write_text(
+        f'name = "t"\ntmux_socket_path = "{tmp_path / "none"}"\n[[seat]]\nrole = "dev"\nsession = "t-dev"\n'
+    )
+    (tmp_path / ".state").mkdir(mode=0o700)
+    run_for_modules(["status", "--team", str(team)])  # the first run keeps the team file's parse in .state
+    code, out, modules = run_for_modules(["status", "--team", str(team)])
+    assert code == 0 and "dev" in out and "delivery worker: not running" in out, out
+    assert sorted((HEAVY | ARGPARSE | {"fabrikito.delivery.queue", "hashlib"}) & modules) == []
+    (tmp_path / ".state" / "t" / "queue").mkdir(parents=True)  # once the team has one, it is read
+    code, out, modules = run_for_modules(["status", "--team", str(team)])
+    assert code == 0 and "fabrikito.delivery.queue" in modules, out
+
+
+def test_send_outside_a_team_asks_no_one_who_is_speaking(tmp_path: Path) -> None:
+    """Without a team file and TEAM_ROLE the sender is the owner: nothing of say's identity walk is imported."""
+    code, _out, modules = run_for_modules(
+        ["send", "--to", "nobody", "hi"], CLAUDE_CONFIG_DIR=str(tmp_path / "claude"), HOME=str(tmp_path)
+    )
+    assert code == 3  # no such session: it went as far as the registry
+    assert sorted((HEAVY | ARGPARSE | NOT_FOR["send"] | {"fabrikito.team.teamfile"}) & modules) == []
+
+
 def test_help_builds_no_command_and_imports_no_handler() -> None:
-    modules = loaded("", [])
+    modules = loaded([], [])
     assert sorted((HEAVY | {"json", "tomllib", "pathlib", "socket", "hashlib"}) & modules) == []
     assert sorted(m for m in modules if m.startswith("fabrikito.")) == [
         "fabrikito.base",
         "fabrikito.base.errors",
         "fabrikito.cli",
+        "fabrikito.cliparse",
     ]
 
 
@@ -134,9 +209,9 @@ def test_help_layout_without_shutil_follows_columns(monkeypatch: pytest.MonkeyPa
     text = cli.build_parser(["say"]).format_help()  # the top level; the say parser is a choice of it
     assert max(len(line) for line in text.splitlines()) <= 58
     monkeypatch.setenv("COLUMNS", "not-a-number")
-    assert cli._columns() >= 1
+    assert cliparse.columns() >= 1
     epilog = "exit status:\n  0   a row of a table that is kept exactly as it is written, however long it is"
-    formatter = cli.HelpFormatter("x", width=40)
+    formatter = cliparse.HelpFormatter("x", width=40)
     assert formatter._fill_text(epilog, 40, "") == epilog  # several lines: printed as written
     assert "\n" in formatter._fill_text("one line " * 10, 40, "")  # one line: wrapped
 
@@ -152,3 +227,18 @@ def test_a_new_command_is_one_table_entry(tmp_path: Path) -> None:
     assert calls == []  # listed, not built
     args = cli.build_parser(["extra"], extra).parse_args(["extra"])
     assert calls == ["built"] and args._handler == "json:dumps"
+
+
+def test_send_tells_a_team_file_is_here_as_the_team_file_module_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from fabrikito.inbox import send
+    from fabrikito.team import teamfile
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "elsewhere.toml").write_text("")
+    for here, env in ((False, ""), (False, "absent.toml"), (True, "elsewhere.toml"), (True, "")):
+        if here and not env:
+            (tmp_path / "team.toml").write_text("")
+        monkeypatch.setenv("FABRIKITO_TEAM", env)
+        assert send.team_file_here() is here is teamfile.resolve_team_path(None).exists()

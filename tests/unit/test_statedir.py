@@ -70,3 +70,15 @@ def test_write_atomic_refuses_a_symlink(tmp_path: Path) -> None:
     with pytest.raises(StateFileError):
         statedir.write_atomic(tmp_path / "rec", b"x")
     assert target.read_bytes() == b"keep"
+
+
+def test_write_atomic_without_sync_is_still_whole_and_0600(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "note.json"
+    synced: list[int] = []
+    monkeypatch.setattr(os, "fsync", synced.append)
+    statedir.write_atomic(path, b"old")
+    assert len(synced) == 1  # synced by default
+    statedir.write_atomic(path, b"new note", sync=False)
+    assert len(synced) == 1  # not this time
+    assert path.read_bytes() == b"new note" and stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["note.json"]  # no temporary file left

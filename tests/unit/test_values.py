@@ -71,3 +71,20 @@ def test_hashable_values_hash_by_their_fields() -> None:
         b: str
 
     assert hash(Pair(1, "x")) == hash(Pair(1, "x")) and {Pair(1, "x"): 1}[Pair(1, "x")] == 1
+
+
+def test_init_is_written_when_the_first_value_is_made() -> None:
+    """Writing ``__init__`` (exec) waits for the class's first value: a class no command makes costs nothing."""
+
+    @frozen
+    class Later:
+        a: int
+        b: str = "b"
+
+    first = Later.__init__
+    with pytest.raises(TypeError, match="missing 1 required positional argument: 'a'"):
+        Later()  # type: ignore[call-arg]  # a wrong call is refused as before (and writes it)
+    written = Later.__init__
+    assert written is not first and written.__qualname__.endswith("Later.__init__")
+    assert Later(1) == Later(a=1, b="b") and Later.__init__ is written  # written once
+    assert Later(2, "c").b == "c"

@@ -96,3 +96,13 @@ class HostError(FabrikitoError):
     def reason(self) -> str:
         """One line for a status row: the problem and what ssh said."""
         return f"{self.problem.value}: {self.detail or self.advice}"
+
+
+def print_error(text: str) -> None:
+    """Print a message for people on stderr; a stderr that cannot be written is no second error."""
+    import sys
+
+    try:
+        print(text, file=sys.stderr)
+    except OSError:
+        pass

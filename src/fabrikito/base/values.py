@@ -12,8 +12,9 @@ Why not ``dataclasses``: it imports ``inspect`` (and with it ``ast``, ``dis``
 and ``tokenize``), about 10 ms, and writes each method of each class with
 ``exec``; ``say``, ``send`` and ``status`` start on every message and paid
 for it more than for their own work (docs/benchmarks.md).  Here only
-``__init__`` is written with ``exec`` (so constructing stays as fast); the
-other methods are shared functions reading the field names from the class.
+``__init__`` is written with ``exec`` (so constructing stays as fast), and
+only when the class's first value is made; the other methods are shared
+functions reading the field names from the class.
 Inheriting fields from another value class is not supported (nothing needs it).
 """
 
@@ -94,13 +95,13 @@ def frozen(cls: type[T]) -> type[T]:
     if "__post_init__" in own:
         body.append("self.__post_init__()")
     source = f"def __init__(self, {', '.join(params)}):\n    " + "\n    ".join(body or ["pass"])
-    exec(source, env)  # noqa: S102 -- what dataclasses does, once per class, with field names only
+    made_box: list[type] = []
     namespace = {key: item for key, item in own.items() if key not in names and key not in ("__dict__", "__weakref__")}
     fields = tuple(names)
     init_names = tuple(param.partition("=")[0] for param in params)
     namespace.update(
         __slots__=fields,
-        __init__=env["__init__"],
+        __init__=_first_init(source, env, f"{cls.__qualname__}.__init__", made_box),
         __setattr__=_refuse_set,
         __delattr__=_refuse_delete,
         __match_args__=init_names,
@@ -111,10 +112,25 @@ def frozen(cls: type[T]) -> type[T]:
     for method, shared in (("__repr__", _repr), ("__eq__", _eq), ("__hash__", _hash)):
         if method not in own:  # one the class writes itself stays, as with dataclasses
             namespace[method] = shared
-    init: Any = env["__init__"]
-    init.__qualname__ = f"{cls.__qualname__}.__init__"
     made: type[T] = type.__new__(type(cls), cls.__name__, cls.__bases__, namespace)
+    made_box.append(made)
     return made
+
+
+def _first_init(source: str, env: dict[str, object], qualname: str, made: list[type]) -> Callable[..., None]:
+    """The class's ``__init__`` until its first value is made: it writes the real one (``exec``, about
+    0.1 ms a class), puts it on the class and runs it.  A command imports many value classes and makes
+    values of a few: the others never pay for theirs."""
+
+    def first(self: Any, *args: Any, **kwargs: Any) -> None:
+        exec(source, env)  # noqa: S102 -- what dataclasses does, once per class, with field names only
+        init: Any = env["__init__"]
+        init.__qualname__ = qualname
+        setattr(made[0], "__init__", init)  # noqa: B010 -- the class's own attribute, replaced once
+        init(self, *args, **kwargs)
+
+    first.__qualname__ = qualname
+    return first
 
 
 def replace(obj: T, /, **changes: Any) -> T:

@@ -29,12 +29,15 @@ from collections.abc import Mapping, Sequence
 
 from fabrikito.base import procs
 from fabrikito.base.errors import FabrikitoError
-from fabrikito.delivery.seatpane import PaneRow
-from fabrikito.team.teamfile import ROLE_RE, Team
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy knows the name)
 if TYPE_CHECKING:
     from fabrikito.base.tmux import Server
+    from fabrikito.delivery.seatpane import PaneRow
+    from fabrikito.team.teamfile import Team
+
+# The pane list, the screen and the team file's module are imported only on the way that needs them:
+# ``send`` outside a team, with or without TEAM_ROLE, needs none of them (docs/benchmarks.md).
 
 OWNER = "owner"
 LAUNCHER = "launcher"
@@ -68,6 +71,8 @@ def check_team_role(team: Team, value: str, *, default_server: bool) -> str:
                 log_sender=value,
             )
         return value
+    from fabrikito.team.teamfile import ROLE_RE
+
     if not ROLE_RE.match(value) or team.seat(value) is None:
         raise IdentityRefused(
             f"TEAM_ROLE={value!r} is not a role id of team {team.name} ({', '.join(team.roles)}) nor "
@@ -172,6 +177,8 @@ def sender_without_team(env_role: str | None) -> str:
     """Who is speaking when there is no team file: ``TEAM_ROLE`` (a role id or ``live-test``), else ``owner``."""
     if not env_role:
         return OWNER
+    from fabrikito.team.teamfile import ROLE_RE
+
     if env_role in (OWNER, LAUNCHER) or not (ROLE_RE.match(env_role) or env_role == LIVE_TEST):
         raise IdentityRefused(
             f"TEAM_ROLE={env_role!r} is refused: it is not a role id (or '{env_role}' is fabrikito's own label). "

@@ -43,6 +43,7 @@ from pathlib import Path
 from fabrikito.base import statedir, values
 from fabrikito.base.errors import FabrikitoError, StateFileError, UsageError
 from fabrikito.base.values import frozen
+from fabrikito.delivery import workerstate
 from fabrikito.log import msglog
 from fabrikito.team.teamfile import Team
 
@@ -112,7 +113,7 @@ class Scan:
 
 
 def queue_dir(team: Team) -> Path:
-    return team.state_dir / "queue"
+    return workerstate.queue_dir(team)
 
 
 def seat_dir(team: Team, role: str) -> Path:

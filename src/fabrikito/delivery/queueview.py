@@ -1,4 +1,9 @@
-"""``fabrikito queue``: what waits for each seat, and why; ``queue drop ID``; the queue's part of ``status``."""
+"""``fabrikito queue``: what waits for each seat, and why; ``queue drop ID``; the queue's part of ``status``.
+
+:mod:`fabrikito.delivery.queue` is imported only when the team has a queue
+folder: ``status`` runs on every look at the team, and a team that never
+queued a message pays only for the worker's state (docs/benchmarks.md).
+"""
 
 from __future__ import annotations
 
@@ -8,13 +13,14 @@ from collections.abc import Callable
 
 from fabrikito.base.errors import UsageError
 from fabrikito.base.values import frozen
-from fabrikito.delivery import queue, workerstate
-from fabrikito.delivery.queue import Message, State
+from fabrikito.delivery import workerstate
 from fabrikito.team.teamfile import Team
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy knows the name)
 if TYPE_CHECKING:
     from typing import Any
+
+    from fabrikito.delivery.queue import Message
 
 JSON_VERSION = 1
 NO_WORKER = "the delivery worker is not running: ./fabrikito up (or another say --queue) starts it"
@@ -39,6 +45,11 @@ class Overview:
 def collect(team: Team, roles: list[str] | None = None, *, now: float | None = None) -> Overview:
     now = time.time() if now is None else now
     info = workerstate.read_info(team)
+    if not os.path.lexists(workerstate.queue_dir(team)):  # nothing was ever queued (a link is still looked at)
+        return Overview(info, (), (), ())
+    from fabrikito.delivery import queue
+    from fabrikito.delivery.queue import State
+
     found = queue.scan(team, roles)
     seats = []
     notices = []
@@ -68,6 +79,8 @@ def collect(team: Team, roles: list[str] | None = None, *, now: float | None = N
 
 
 def why_waits(info: workerstate.Info, msg: Message) -> str:
+    from fabrikito.delivery.queue import State
+
     if msg.state is State.TYPING:
         return "being typed now"
     if msg.state is State.HELD:
@@ -80,6 +93,8 @@ def why_waits(info: workerstate.Info, msg: Message) -> str:
 
 
 def notice_line(msg: Message) -> str:
+    from fabrikito.delivery.queue import State
+
     if msg.state is State.HELD:
         return (
             f"NOTICE {msg.role}: message {msg.id} from {msg.sender} is held ({msg.reason}): "
@@ -96,10 +111,14 @@ def notice_line(msg: Message) -> str:
 
 
 def age(seconds: float) -> str:
+    from fabrikito.delivery import queue
+
     return queue.waited(seconds)
 
 
 def render(team: Team, view: Overview, *, now: float | None = None) -> str:
+    from fabrikito.delivery import queue
+
     now = time.time() if now is None else now
     w = view.worker
     lines = [
@@ -108,7 +127,7 @@ def render(team: Team, view: Overview, *, now: float | None = None) -> str:
     if not view.messages:
         lines.append("nothing queued")
     for msg in view.messages:
-        live = (*queue.WAITING, State.HELD)
+        live = (*queue.WAITING, queue.State.HELD)
         expiry = "" if msg.state not in live else f", expires in {age(msg.expires - now)}"
         lines.append(
             f"{msg.id}  to {msg.role} from {msg.sender}  {msg.state.value}, waited {age(now - msg.queued)}{expiry}"
@@ -143,6 +162,8 @@ def to_json(team: Team, view: Overview, *, now: float | None = None) -> dict[str
 
 def run(team: Team, args: list[str], *, as_json: bool, by: str, out: Callable[[str], None]) -> int:
     import json
+
+    from fabrikito.delivery import queue
 
     if args[:1] == ["drop"]:
         if len(args) != 2:

@@ -174,11 +174,19 @@ class _Pane:
         return self.look_until(good, timeout)[1]
 
     def look_until(
-        self, good: Callable[[BoxReading], bool], timeout: float = RENDER_TIMEOUT
+        self,
+        good: Callable[[BoxReading], bool],
+        timeout: float = RENDER_TIMEOUT,
+        first: tuple[seatpane.Look, BoxReading] | None = None,
     ) -> tuple[seatpane.Look, BoxReading]:
-        """:meth:`wait`, with the look (window size and all) of the last read."""
+        """:meth:`wait`, with the look (window size and all) of the last read.
+
+        ``first`` is a read just made: the next comes after a pause, not at once
+        (read again at once, the screen has rarely changed: one tmux call lost,
+        and CPU taken from the agent drawing the paste).
+        """
         deadline = time.monotonic() + timeout
-        look, reading = self.read()
+        look, reading = self.read() if first is None else first
         while not good(reading) and time.monotonic() < deadline:
             time.sleep(POLL)
             look, reading = self.read()
@@ -379,7 +387,7 @@ def _checked(
     """
     look, reading = pane.read()
     if wait_for is not None and not wait_for(reading):
-        look, reading = pane.look_until(wait_for)  # the check runs on the read that ended the wait
+        look, reading = pane.look_until(wait_for, first=(look, reading))  # the check runs on the read that ended it
     verdict = check(reading)
     if verdict.ok:
         return reading

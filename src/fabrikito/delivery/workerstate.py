@@ -16,6 +16,7 @@ from fabrikito.base.errors import StateFileError
 from fabrikito.base.values import frozen
 from fabrikito.team.teamfile import Team
 
+QUEUE_DIR = "queue"  # .state/<team>/queue: the messages (fabrikito.delivery.queue)
 LOCK_NAME = "worker.lock"
 INFO_NAME = "worker.json"
 MODULE = "fabrikito.delivery.worker"
@@ -27,6 +28,10 @@ class Info:
     pid: int | None
     since: float | None
     waits: dict[str, str]
+
+
+def queue_dir(team: Team) -> Path:
+    return team.state_dir / QUEUE_DIR
 
 
 def lock_path(team: Team) -> Path:

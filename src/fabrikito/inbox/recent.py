@@ -84,7 +84,8 @@ def remember(socket_path: str, text: str, sent_at: float, env: Mapping[str, str]
     try:
         path.parent.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         statedir.ensure_dir(path.parent)
-        statedir.write_atomic(path, json.dumps(data).encode("utf-8", "surrogateescape"))
+        # not synced: a record lost in a crash only loses a warning (and wait-idle's start falls back)
+        statedir.write_atomic(path, json.dumps(data).encode("utf-8", "surrogateescape"), sync=False)
     except (OSError, FabrikitoError) as exc:
         return str(exc)
     return None

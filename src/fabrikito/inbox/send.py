@@ -32,7 +32,6 @@ was not.
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import time
@@ -41,6 +40,7 @@ from fabrikito.base.errors import FabrikitoError
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy knows the name)
 if TYPE_CHECKING:
+    import argparse
     from collections.abc import Mapping
     from typing import Any
 
@@ -104,6 +104,7 @@ RECEIVER_LINE_LIMIT = 15.0
 
 def post_timeout(value: str) -> float:
     """``--timeout``: a number of seconds, more than 0 and at most :data:`RECEIVER_LINE_LIMIT`."""
+    import argparse  # only argparse reads --timeout (fabrikito.fastargs leaves a typed option to it)
     import math
 
     try:
@@ -135,11 +136,17 @@ def build_wait_idle(p: argparse.ArgumentParser) -> None:
 
 
 def _load_team(path: str | None) -> Team | None:
+    if path is None and not team_file_here():
+        return None
     from fabrikito.team import teamfile
 
-    if path is None and not teamfile.resolve_team_path(None).exists():
-        return None
     return teamfile.load(path)
+
+
+def team_file_here() -> bool:
+    """Whether ``teamfile.resolve_team_path(None)`` names a file that is there, told without importing
+    the team file's module (a send outside any team does not need it)."""
+    return os.path.exists(os.environ.get("FABRIKITO_TEAM") or "team.toml")
 
 
 def _read_message(arg: str | None) -> str:

@@ -255,11 +255,15 @@ def _skip_escape(text: str, i: int) -> tuple[int, str | None]:
     return i + 2, None
 
 
+_EMPTY_ROW = Row()
+
 # What interrupts plain text: every C0 control but tab, and DEL.
 _SPECIAL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
 
 
 def _parse_line(line: str, style: Style) -> tuple[Row, Style]:
+    if not line:
+        return _EMPTY_ROW, style  # most of a screen: one shared row (rows are values)
     runs: list[Run] = []
     i = 0
     n = len(line)

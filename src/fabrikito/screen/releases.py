@@ -17,7 +17,6 @@ Anything else fails closed (:func:`fabrikito.screen.recogniser_for`).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from collections.abc import Callable, Mapping
@@ -141,6 +140,8 @@ def record_local(entry: LocalQualification, env: Mapping[str, str] | None = None
 
 
 def file_sha256(path: str) -> str:
+    import hashlib  # only when a binary's size matches a local record: hashlib costs ~4 ms to import
+
     digest = hashlib.sha256()
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
