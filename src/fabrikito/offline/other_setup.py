@@ -316,6 +316,7 @@ def start_seat(
     wait: bool = True,
     timeout: float = 60.0,
     answered: bool = True,
+    args: Sequence[str] = (),
 ) -> OtherSeat:
     """Start ``agent`` for ``role`` in a new tmux session (HOME ``root/home-<role>``, working folder
     ``root/work/<role>``); with ``wait``, wait until its empty input box shows."""
@@ -324,7 +325,7 @@ def start_seat(
     name = session or role
     home = root / f"home-{role}"
     workdir = root / "work" / role
-    argv, env = seat_launch(agent, binary, home=home, workdir=workdir, base_url=base_url, answered=answered)
+    argv, env = seat_launch(agent, binary, home=home, workdir=workdir, base_url=base_url, answered=answered, args=args)
     pane = server.new_session(name, argv, cwd=str(workdir), width=width, height=height, env=env)
     pid = int(server.display(pane, "#{pane_pid}"))
     seat = OtherSeat(agent, role, name, pane, pid, home, workdir, binary)

@@ -15,7 +15,7 @@ import json
 import secrets
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -156,7 +156,13 @@ class Job:
         return seat
 
     def other(
-        self, role: str = "a", *, wait: bool = True, width: int | None = None, answered: bool = True
+        self,
+        role: str = "a",
+        *,
+        wait: bool = True,
+        width: int | None = None,
+        answered: bool = True,
+        args: Sequence[str] = (),
     ) -> OtherSeat:
         """A seat of this job's (other) agent, with its own HOME under the job's folder."""
         seat = other_setup.start_seat(
@@ -171,6 +177,7 @@ class Job:
             height=self.height,
             wait=wait,
             answered=answered,
+            args=args,
         )
         self.others.append(seat)
         self.started += 1

@@ -175,6 +175,20 @@ def _approval(job: Job) -> None:
     job.save(seat.pane, "approval-dialog", note=f"the stand-in calls {call.tool}")
 
 
+def _modes(job: Job) -> None:
+    """Gemini's other input modes: YOLO (``--yolo``: prompt ``*``, typable) and shell mode (``!`` typed into
+    the empty box: Enter would run the text as a shell command, never typable)."""
+    seat = job.other(args=["--yolo"])
+    job.settle(seat.pane)
+    job.save(seat.pane, "empty-box-yolo", note="started with --yolo")
+    job.end()
+    seat = _fresh(job)
+    job.server.send_keys(seat.pane, "!", literal=True)
+    _wait_text(job, seat, "shell mode enabled", "shell mode")
+    job.settle(seat.pane)
+    job.save(seat.pane, "shell-mode", note="'!' typed into the empty box")
+
+
 def _start_dialog(job: Job) -> None:
     """The dialog a seat starts in when its set-up leaves the question open: Codex's folder trust,
     Gemini's choice of authentication."""
@@ -228,6 +242,20 @@ def cases_for(agent: str) -> tuple[Case, ...]:
         Case("streaming", _streaming, {"busy-streaming": expect(NOT_RECOGNISED, busy=True)}),
         Case("approval", _approval, {"approval-dialog": expect(DIALOG)}),
         Case("start-dialog", _start_dialog, {dialog: expect(DIALOG)}),
+        *(
+            [
+                Case(
+                    "modes",
+                    _modes,
+                    {
+                        "empty-box-yolo": expect(READY, box="", busy=False),
+                        "shell-mode": expect(NOT_RECOGNISED, busy=False),
+                    },
+                )
+            ]
+            if agent == GEMINI
+            else []
+        ),
     )
 
 

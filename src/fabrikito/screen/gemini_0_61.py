@@ -19,6 +19,8 @@ and the footer::
   right above the footer, under the rule, is the live one.
 * Busy: ``(esc to cancel, Ns)`` on the status row, also while reply text
   streams (Gemini keeps it until the turn ends).
+* The prompt is ``>``, or ``*`` in YOLO mode; shell mode's ``!`` (the text
+  would run as a shell command) is never typable.
 * Dialogs (approval, authentication) are bordered boxes drawn instead of the
   input box, with the chosen option marked ``●``.
 * A paste of more than 5 lines, or of more than 500 UTF-16 code units, shows
@@ -40,6 +42,9 @@ from fabrikito.screen.ansi import Row
 VERSION = "0.61.0"
 DIALECT = "gemini-0.61"
 PROMPT = " > "
+#: The prompt of each input mode a message may be typed in: normal, and YOLO (tools run unasked).  Shell
+#: mode (`` ! ``: Enter runs the text as a shell command) is not one of them.
+PROMPTS = (PROMPT, " * ")
 INDENT = "   "
 PLACEHOLDER = "Type your message or @path/to/file"
 TOP = "▄"
@@ -123,8 +128,9 @@ class Gemini061(AgentScreen):
         if not any(_full_line(rows[i], RULE, width) for i in range(max(0, t - 3), t)):
             return not_recognised(renderer, "no rule over the input box: not the live box")
         first = rows[t + 1]
-        if not first.text.startswith(PROMPT) or not _on_box(first):
-            return not_recognised(renderer, "the input box's first row is not its > row")
+        if not first.text.startswith(PROMPTS) or not _on_box(first):
+            why = "shell mode (!): Enter would run the text as a command" if first.text.startswith(" ! ") else ""
+            return not_recognised(renderer, why or "the input box's first row is not its > (or YOLO *) row")
         if any(not (blank(r) or r.text.startswith(INDENT)) for r in rows[t + 2 : b]):
             return not_recognised(renderer, "the input box's rows after the first are not continuation rows")
         first_text, first_cursor = _row_text(first, len(PROMPT))
