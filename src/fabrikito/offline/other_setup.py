@@ -219,6 +219,7 @@ def seat_launch(
     environ: Mapping[str, str] | None = None,
     args: Sequence[str] = (),
     answered: bool = True,
+    extra_env: Mapping[str, str] | None = None,
 ) -> tuple[list[str], dict[str, str]]:
     """The ``(argv, env)`` of an offline seat of ``agent`` running ``binary`` in ``workdir``.
 
@@ -260,6 +261,7 @@ def seat_launch(
         program = [node, str(binary)]
     else:
         raise BenchError(f"no offline set-up for agent {agent!r}: known are {', '.join(AGENTS)}")
+    env.update(extra_env or {})
     unset: list[str] = []
     for name in strip_names(os.environ if environ is None else environ):
         if name not in env:
@@ -317,6 +319,7 @@ def start_seat(
     timeout: float = 60.0,
     answered: bool = True,
     args: Sequence[str] = (),
+    extra_env: Mapping[str, str] | None = None,
 ) -> OtherSeat:
     """Start ``agent`` for ``role`` in a new tmux session (HOME ``root/home-<role>``, working folder
     ``root/work/<role>``); with ``wait``, wait until its empty input box shows."""

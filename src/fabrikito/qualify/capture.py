@@ -102,6 +102,7 @@ class Job:
     out: Path | None = None
     log: Callable[[str], None] = print
     agent: str = "claude"  # or another agent of :mod:`fabrikito.offline.other_setup` (seats by :meth:`other`)
+    other_env: dict[str, str] = field(default_factory=dict)  # set for every seat :meth:`other` starts
     captures: list[Capture] = field(default_factory=list)
     server: Server = field(init=False)
     standin: StandIn = field(init=False)
@@ -178,6 +179,7 @@ class Job:
             wait=wait,
             answered=answered,
             args=args,
+            extra_env=self.other_env,
         )
         self.others.append(seat)
         self.started += 1
@@ -240,6 +242,8 @@ class Job:
             meta.update(renderer=self.renderer, case=case, claude_code=self.release)
         else:
             meta.update(renderer=self.renderer, case=case, agent=self.agent, release=self.release)
+            if self.other_env:
+                meta["env"] = " ".join(f"{k}={v}" for k, v in sorted(self.other_env.items()))
         if note:
             meta["note"] = note
         width, height = meta.get("pane_width", self.width), meta.get("pane_height", self.height)

@@ -9,11 +9,12 @@ its bottom, the composer and a footer::
     › Ask Codex to do anything                 the prompt row: › bold (no dim, no reverse, no
       continuation rows, indented two spaces   background); an empty box shows a dim placeholder
                                                one blank row
-      standin-model default · <cwd> · <title>  footer: the model line (model name colour 223)
+      standin-model default · <cwd> · <title>  footer: the model line (model name and folder coloured)
       ← for agents · ? for shortcuts   ⚠ …     and a hint row (known hints only)
 
 * The transcript's echo of a prompt also starts with ``›`` but is bold *and*
-  dim on a grey background (238); a dialog's chosen option starts with a
+  dim on a grey background (238, or RGB with ``COLORTERM=truecolor``, as
+  every colour Codex draws then); a dialog's chosen option starts with a
   bold *reverse* ``›`` (``› 1. Yes, proceed (y)``).  Only the prompt row's
   style, its place right above the footer, and the rows between them being
   continuation rows make the live composer.
@@ -56,8 +57,6 @@ VERSION = "0.171.0"
 DIALECT = "codex-0.171"
 PROMPT = "›"
 INDENT = "  "
-MODEL_FG = 223  # the model's name, first on the footer's model line
-ECHO_BG = 238  # a prompt echoed in the transcript
 COLLAPSE_CHARS = 1000  # a longer paste shows as a placeholder
 
 _WORKING_RE = re.compile(r"[•◦] \S.* \([^()]*esc to interrupt\)")
@@ -96,8 +95,12 @@ def _is_prompt(row: Row) -> bool:
 
 
 def _is_echo(row: Row) -> bool:
+    """A prompt echoed in the transcript: its ``›`` bold and dim, on a background (238 in 256 colours,
+    an RGB grey with ``COLORTERM=truecolor``)."""
     style = row.style_at(0)
-    return row.text.startswith(PROMPT + " ") and style is not None and style.bg == ECHO_BG
+    return (
+        row.text.startswith(PROMPT + " ") and style is not None and style.bold and (style.dim or style.bg is not None)
+    )
 
 
 def _is_turn_end(row: Row) -> bool:
@@ -110,11 +113,12 @@ def _is_continuation(row: Row) -> bool:
 
 
 def _is_model_line(row: Row) -> bool:
-    """``  <model> · <cwd>[ · <title>]``: the model in its colour, then the folder in another one."""
+    """``  <model> · <cwd>[ · <title>]``: the model in its colour, then the folder in another one (223 and
+    151 in 256 colours, RGB colours with ``COLORTERM=truecolor``)."""
     if not row.text.startswith(INDENT) or " · " not in row.text:
         return False
     first, second = row.style_at(2), row.style_at(row.text.index(" · ") + 3)
-    return first is not None and first.fg == MODEL_FG and second is not None and second.fg not in (None, MODEL_FG)
+    return first is not None and first.fg is not None and second is not None and second.fg not in (None, first.fg)
 
 
 def _hint_ok(segment: str, cut: bool) -> bool:
@@ -148,15 +152,19 @@ def _is_title_wrap(row: Row) -> bool:
 
 
 def _footer_rows(rows: tuple[Row, ...], last: int, width: int) -> int:
-    """How many rows the footer ends the screen with: the model line (with the rows its title wraps
-    onto), then the hint row; either may be missing."""
+    """How many rows the footer ends the screen with: the model line (with the rows its title and folder
+    wrap onto: indented, coloured, maybe themselves looking like a model line), then the hint row; either
+    may be missing.  The model line is the highest such row with a blank row above it."""
     hint = _is_hint_row(rows[last], width)
     above = last - 1 if hint else last
-    j = above
-    while j >= 0 and above - j < _MAX_WRAPS and not _is_model_line(rows[j]) and _is_title_wrap(rows[j]):
-        j -= 1
-    if j >= 0 and _is_model_line(rows[j]):
-        return last - j + 1
+    found = None
+    k = above
+    while k >= 0 and above - k <= _MAX_WRAPS and (_is_model_line(rows[k]) or _is_title_wrap(rows[k])):
+        if _is_model_line(rows[k]) and k > 0 and blank(rows[k - 1]):
+            found = k
+        k -= 1
+    if found is not None:
+        return last - found + 1
     return 1 if hint else 0
 
 
