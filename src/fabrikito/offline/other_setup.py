@@ -229,7 +229,8 @@ def seat_launch(
     see (those ``env`` sets again are kept); ``env`` is what to set (``tmux
     new-session -e``).  ``argv`` execs the agent, so the pane's process is it.
     With ``answered`` false the start-up question is left open (Codex: trust
-    for ``workdir``; Gemini: the kind of authentication).
+    for ``workdir``; Gemini: the kind of authentication).  ``extra_env`` is set
+    too; a name given an empty value there is unset instead.
     """
     workdir.mkdir(parents=True, exist_ok=True)
     env = {"HOME": str(home), "LANG": os.environ.get("LANG") or "C.UTF-8"}
@@ -262,8 +263,11 @@ def seat_launch(
     else:
         raise BenchError(f"no offline set-up for agent {agent!r}: known are {', '.join(AGENTS)}")
     env.update(extra_env or {})
+    cleared = sorted(k for k, v in env.items() if v == "")  # an empty value in extra_env unsets the name
+    for name in cleared:
+        del env[name]
     unset: list[str] = []
-    for name in strip_names(os.environ if environ is None else environ):
+    for name in sorted({*strip_names(os.environ if environ is None else environ), *cleared}):
         if name not in env:
             unset += ["-u", name]
     return ["env", *unset, *program, *args], env
