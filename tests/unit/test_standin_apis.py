@@ -176,3 +176,13 @@ def test_messages_api_unchanged(standin: StandIn) -> None:
     status, text = _post(standin.base_url("cl") + "/v1/messages/count_tokens", body)
     assert status == 200 and json.loads(text)["input_tokens"] > 0
     assert [r.kind for r in standin.requests("cl")] == ["main", "other"]
+
+
+def test_a_script_file_can_hold_and_trickle_a_reply() -> None:
+    from fabrikito.offline.replies import Rule
+
+    rule = Rule.from_json({"match": "go", "reply": {"text": "one two  three", "trickle": 0.5, "delay": 2}})
+    assert rule.reply.trickle == 0.5 and rule.reply.delay == 2.0
+    assert rule.reply.pieces() == ["one ", "two  ", "three"]  # word by word, spaces kept
+    assert "".join(rule.reply.pieces()) == "one two  three"
+    assert Reply(text="whole at once").pieces() == ["whole at once"] and Reply().pieces() == []
