@@ -42,6 +42,7 @@ class SeatReport:
     permission_class: PermissionClass
     hooks_disabled: bool
     kickoff: str | None
+    agent: str = "claude"
 
 
 @frozen
@@ -101,6 +102,24 @@ def settings_choose_bypass(seat: Seat, environ: Mapping[str, str]) -> bool:
     return False
 
 
+def messaging_rules(agent: str) -> str:
+    """What the messaging rules mean for a seat of kind ``agent``, in one sentence."""
+    from fabrikito.team.agents import kind
+
+    k = kind(agent)
+    if k.sendmessage_hook:
+        return (
+            "SendMessage to the other Claude Code seats (logged by its hook, held between permission classes); "
+            "fabrikito say to the others"
+        )
+    busy = "say waits for it to be idle (or queues with --queue)" if not k.deliver_while_busy else ""
+    return (
+        f'no SendMessage and no hook: it sends with `fabrikito say <role> "..."` (logged by say), and every '
+        f"message reaches it by say, typed into its box labelled [from <sender>]; an Enter while it works is "
+        f"{k.busy_enter}, so {busy}; its instructions go in {k.prompt_file or 'a prompt flag'}"
+    )
+
+
 def run(team: Team, *, is_root: bool | None = None, env: dict[str, str] | None = None) -> Report:
     environ = dict(os.environ) if env is None else env
     root = os.geteuid() == 0 if is_root is None else is_root
@@ -110,8 +129,9 @@ def run(team: Team, *, is_root: bool | None = None, env: dict[str, str] | None =
             session=seat.session,
             permission_mode=seat.effective_mode,
             permission_class=seat.permission_class,
-            hooks_disabled=hooks_disabled(seat, environ),
+            hooks_disabled=seat.agent == "claude" and hooks_disabled(seat, environ),
             kickoff=team.kickoff_for(seat),
+            agent=seat.agent,
         )
         for seat in team.seats
     )
@@ -147,7 +167,10 @@ def run(team: Team, *, is_root: bool | None = None, env: dict[str, str] | None =
     lose_bypass = tuple(
         seat.role
         for seat in team.seats
-        if seat.effective_mode is None and not seat.bypass_available and settings_choose_bypass(seat, environ)
+        if seat.agent == "claude"
+        and seat.effective_mode is None
+        and not seat.bypass_available
+        and settings_choose_bypass(seat, environ)
     )
     if lose_bypass:
         warnings.append(
@@ -178,7 +201,8 @@ def run(team: Team, *, is_root: bool | None = None, env: dict[str, str] | None =
         stuck = tuple(
             seat.role
             for seat in team.seats
-            if seat.effective_mode == "bypassPermissions"
+            if seat.agent == "claude"
+            and seat.effective_mode == "bypassPermissions"
             and (seat.env.get("IS_SANDBOX") or environ.get("IS_SANDBOX")) != "1"
         )
         if stuck:
@@ -220,6 +244,8 @@ def to_json(report: Report) -> dict[str, Any]:
             {
                 "role": s.role,
                 "session": s.session,
+                "agent": s.agent,
+                "messaging": messaging_rules(s.agent),
                 "permission_mode": s.permission_mode,
                 "class": s.permission_class.value,
                 "hooks_disabled": s.hooks_disabled,
@@ -235,20 +261,27 @@ def to_json(report: Report) -> dict[str, Any]:
 def render(report: Report) -> str:
     team = report.team
     lines = [f"team {team.name} ({team.path})"]
-    header = ("ROLE", "SESSION", "MODE", "CLASS", "HOOKS")
+    header = ("ROLE", "SESSION", "AGENT", "MODE", "CLASS", "HOOKS")
     rows = [
         (
             s.role,
             s.session,
-            s.permission_mode or "(inherited)",
+            s.agent,
+            s.permission_mode or ("(inherited)" if s.agent == "claude" else "-"),
             s.permission_class.value,
-            "off" if s.hooks_disabled else "on",
+            ("off" if s.hooks_disabled else "on") if s.agent == "claude" else "none",
         )
         for s in report.seats
     ]
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
     for row in [header, *rows]:
         lines.append("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip())
+    others = [s for s in report.seats if s.agent != "claude"]
+    if others:
+        lines.append("")
+        lines.append("seats that are not Claude Code:")
+        for s in others:
+            lines.append(f"  {s.role} ({s.agent}): {messaging_rules(s.agent)}")
     lines.append("")
     lines.append("kickoffs (each seat's first message):")
     for s in report.seats:
