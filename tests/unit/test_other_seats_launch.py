@@ -123,7 +123,7 @@ def test_a_seat_whose_program_is_missing_is_refused_naming_the_seat(tmp_path: Pa
     from fabrikito.base.errors import UsageError
 
     team = make(tmp_path, TEAM.replace('agent = "codex"', 'agent = "codex"\ncommand = "/nowhere/codex"'))
-    with pytest.raises(UsageError, match="'/nowhere/codex' of seat cx .* install Codex CLI, or set command"):
+    with pytest.raises(UsageError, match=r"'/nowhere/codex' of seat cx .* install Codex CLI, or set command"):
         lifecycle.require_agent(team, [seat(team, "cx")])
 
 
