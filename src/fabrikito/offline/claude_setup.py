@@ -91,8 +91,9 @@ def claude_binary(tools_dir: Path) -> Path:
     return tools_dir / "node_modules" / "@anthropic-ai" / "claude-code" / "bin" / "claude.exe"
 
 
-def installed_version(tools_dir: Path) -> str | None:
-    manifest = tools_dir / "node_modules" / "@anthropic-ai" / "claude-code" / "package.json"
+def installed_version(tools_dir: Path, package: str = PACKAGE) -> str | None:
+    """The version of npm package ``package`` installed in ``tools_dir`` (``None``: not installed)."""
+    manifest = tools_dir / "node_modules" / package / "package.json"
     try:
         data = json.loads(manifest.read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -128,31 +129,51 @@ def ensure_claude(
     """
     if tools_dir is None:
         tools_dir = tools_dir_for(version, repo)
-    binary = claude_binary(tools_dir)
-    if installed_version(tools_dir) == version and os.access(binary, os.X_OK):
+    return npm_install(
+        PACKAGE, version, tools_dir, claude_binary(tools_dir), name="Claude Code", timeout=timeout, progress=progress
+    )
+
+
+def npm_install(
+    package: str,
+    version: str,
+    tools_dir: Path,
+    binary: Path,
+    *,
+    name: str,
+    timeout: float = 600.0,
+    progress: Callable[[str], None] | None = None,
+) -> Path:
+    """``binary``, after ``npm install package@version`` in ``tools_dir`` if it is not there yet.
+
+    Never global: npm installs into ``tools_dir/node_modules``.  ``progress``
+    is told what is installed where, then every few seconds how far npm has
+    got, then that it is done.
+    """
+    if installed_version(tools_dir, package) == version and os.access(binary, os.X_OK):
         return binary
     npm = shutil.which("npm")
     if npm is None:
         raise BenchError(
-            f"npm is not on PATH: cannot install {PACKAGE}@{version} into {tools_dir}. "
+            f"npm is not on PATH: cannot install {package}@{version} into {tools_dir}. "
             "Install Node.js (which brings npm) and run the command again."
         )
     tools_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     manifest = tools_dir / "package.json"
     if not manifest.exists():
         manifest.write_text('{"private": true}\n', encoding="utf-8")
-    argv = [npm, "install", "--no-audit", "--no-fund", f"{PACKAGE}@{version}"]
+    argv = [npm, "install", "--no-audit", "--no-fund", f"{package}@{version}"]
     say = progress or (lambda _line: None)
-    say(f"installing Claude Code {version} with npm into {tools_dir} (once; a few hundred MB) ...")
+    say(f"installing {name} {version} with npm into {tools_dir} (once; a few hundred MB) ...")
     done = _run_with_progress(argv, tools_dir, timeout=timeout, progress=progress)
     if done is None:
-        raise BenchError(f"npm install of {PACKAGE}@{version} in {tools_dir} timed out after {timeout:g}s")
+        raise BenchError(f"npm install of {package}@{version} in {tools_dir} timed out after {timeout:g}s")
     status, err = done
     if status != 0:
-        raise BenchError(f"npm install of {PACKAGE}@{version} in {tools_dir} failed (status {status}):\n{err}")
-    if installed_version(tools_dir) != version or not os.access(binary, os.X_OK):
-        raise BenchError(f"npm installed {PACKAGE} in {tools_dir}, but {binary} is not version {version}")
-    say(f"Claude Code {version} installed: {binary}")
+        raise BenchError(f"npm install of {package}@{version} in {tools_dir} failed (status {status}):\n{err}")
+    if installed_version(tools_dir, package) != version or not os.access(binary, os.X_OK):
+        raise BenchError(f"npm installed {package} in {tools_dir}, but {binary} is not version {version}")
+    say(f"{name} {version} installed: {binary}")
     return binary
 
 

@@ -27,13 +27,25 @@ class StandInTimeoutError(AssertionError):
 
 @frozen
 class Reply:
-    """One model reply: text, a tool call (with optional text before it), or both, maybe slow."""
+    """One model reply: text, a tool call (with optional text before it), or both, maybe slow.
+
+    ``delay``: seconds before anything of the reply is sent (the turn stays busy, nothing
+    streams).  ``trickle``: seconds between the words of the text, which then streams one
+    word at a time (the turn stays busy with part of its reply on the screen).
+    """
 
     text: str = ""
     tool: str | None = None
     input: Mapping[str, Any] = field(default_factory=dict)
     delay: float = 0.0
     then: Reply | None = None
+    trickle: float = 0.0
+
+    def pieces(self) -> list[str]:
+        """The text as it is streamed: whole, or word by word (spaces kept) when it trickles."""
+        if self.trickle <= 0 or not self.text:
+            return [self.text] if self.text else []
+        return re.findall(r"\s*\S+\s*|\s+", self.text)
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Reply:
@@ -44,6 +56,7 @@ class Reply:
             input=dict(data.get("input") or {}),
             delay=float(data.get("delay", 0.0)),
             then=None if then is None else cls.from_json(then),
+            trickle=float(data.get("trickle", 0.0)),
         )
 
 
@@ -99,7 +112,13 @@ class ToolResult:
 
 @frozen
 class Request:
-    """One request as it arrived."""
+    """One request as it arrived.
+
+    ``api`` names the model API of a model call other than the Messages API
+    (``responses``: the OpenAI Responses API; ``gemini``: the Gemini API), and
+    ``turn`` says whether such a call is a main-loop turn (it carries tools).
+    A Messages API call is told by its path, as are its kinds.
+    """
 
     index: int
     seat: str
@@ -111,10 +130,17 @@ class Request:
     tool_results: tuple[ToolResult, ...]
     at: float  # time.monotonic()
     reply: Reply | None = None
+    api: str = ""
+    turn: bool = False
 
     @property
     def is_messages(self) -> bool:
         return self.method == "POST" and urlsplit(self.path).path.endswith("/v1/messages")
+
+    @property
+    def is_model_call(self) -> bool:
+        """A call to one of the model APIs (Messages, Responses, Gemini), not a probe or a token count."""
+        return self.is_messages or bool(self.api)
 
     @property
     def has_tools(self) -> bool:
@@ -127,12 +153,17 @@ class Request:
 
     @property
     def is_main(self) -> bool:
-        """A main-loop turn: a streamed messages request with tools (not the suggestion fork)."""
+        """A main-loop turn: a streamed messages request with tools (not the suggestion fork), or another
+        API's turn."""
+        if self.api:
+            return self.turn
         return self.is_messages and self.streamed and self.has_tools and not self.is_suggestion
 
     @property
     def kind(self) -> str:
         """``main``, ``suggestion``, ``stream`` (streamed, no tools), ``side`` (not streamed) or ``other``."""
+        if self.api:
+            return "main" if self.turn else ("stream" if self.streamed else "side")
         if not self.is_messages:
             return "other"
         if self.is_suggestion:

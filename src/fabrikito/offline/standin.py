@@ -1,4 +1,15 @@
-"""A stand-in for the Anthropic Messages API, for running real Claude Code offline.
+"""A stand-in model server, for running real Claude Code, Codex CLI and Gemini CLI offline.
+
+One server speaks three model APIs, told apart by the request's path
+(:mod:`fabrikito.offline.exchange`): the Anthropic Messages API (below, and
+:mod:`~fabrikito.offline.api_messages`), the OpenAI Responses API for Codex CLI
+(:mod:`~fabrikito.offline.api_openai`) and the Gemini API for Gemini CLI
+(:mod:`~fabrikito.offline.api_gemini`).  The rules, replies and records are
+the same for all three; a reply's ``tool`` names the calling agent's tool
+(``Bash`` for Claude Code, ``exec_command`` for Codex, ``run_shell_command``
+for Gemini; each API module has a ``shell_reply`` helper).  Codex's base URL
+is ``<url>/seat/<role>/v1``; Gemini's ``GOOGLE_GEMINI_BASE_URL`` is
+``<url>/seat/<role>``: both keep the prefix, as Claude Code does.
 
 Claude Code pointed at ``ANTHROPIC_BASE_URL=http://127.0.0.1:PORT/seat/<role>``
 (any ``ANTHROPIC_API_KEY``) sends its model requests here.  The path prefix
@@ -107,29 +118,18 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from typing import Any
-from urllib.parse import urlsplit
 
 from fabrikito.base.values import replace
 from fabrikito.offline.replies import (
-    PING_INTERVAL,
     SEAT_PREFIX,
-    SUGGESTION_MARK,
     Reply,
     Request,
     Rule,
     RuleKind,
     StandInTimeoutError,
     ToolResult,
-    _content_text,
-    last_user_message,
-    message_json,
-    raw_tool_results,
-    split_seat,
-    sse,
-    sse_events,
-    user_text,
 )
 
 __all__ = [
@@ -171,14 +171,16 @@ class StandIn:
         self._calls: dict[str, tuple[str, str, Mapping[str, Any], Reply | None]] = {}
         self._cond = threading.Condition()
         self._ids = itertools.count(1)
-        self._stopping = threading.Event()
+        self.stopping = threading.Event()
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
 
     # -- life cycle ---------------------------------------------------------
 
     def start(self) -> StandIn:
-        handler = _make_handler(self)
+        from fabrikito.offline.exchange import handler_for
+
+        handler = handler_for(self)
         httpd = ThreadingHTTPServer((self.host, self._port), handler)
         httpd.daemon_threads = True
         self._httpd = httpd
@@ -190,7 +192,7 @@ class StandIn:
         return self
 
     def stop(self) -> None:
-        self._stopping.set()
+        self.stopping.set()
         if self._httpd is not None:
             self._httpd.shutdown()
             self._httpd.server_close()
@@ -267,7 +269,7 @@ class StandIn:
             return len(self._records)
 
     def last_user_texts(self, seat: str | None = None, *, main_only: bool = True) -> list[str]:
-        return [r.last_user_text for r in self.requests(seat) if r.is_messages and (r.is_main or not main_only)]
+        return [r.last_user_text for r in self.requests(seat) if r.is_model_call and (r.is_main or not main_only)]
 
     def tool_results(self, seat: str | None = None, tool: str | None = None) -> list[ToolResult]:
         out: list[ToolResult] = []
@@ -301,7 +303,7 @@ class StandIn:
                 return False
             if callable(match):
                 return match(r)
-            return (r.is_main or not main_only) and r.is_messages and match in r.last_user_text
+            return (r.is_main or not main_only) and r.is_model_call and match in r.last_user_text
 
         deadline = time.monotonic() + timeout
         with self._cond:
@@ -339,7 +341,7 @@ class StandIn:
 
     # -- answering (called from handler threads) ------------------------------
 
-    def _record(self, request: Request) -> None:
+    def record(self, request: Request) -> None:
         with self._cond:
             request = replace(request, index=len(self._records))
             self._records.append(request)
@@ -349,17 +351,26 @@ class StandIn:
             text = request.last_user_text[-100:].replace("\n", "\\n")
             self._log(f"#{request.index} {request.seat or '-'} {request.method} {request.path} {kind} {text!r}")
 
-    def _choose(self, seat: str, body: Any, streamed: bool) -> tuple[Reply, list[ToolResult], str]:
-        """Pick the reply for a messages request; return it, the tool results and the user text."""
-        message = last_user_message(body)
-        text = user_text(message)
-        raw = raw_tool_results(message)
+    def pick(
+        self,
+        seat: str,
+        text: str,
+        calls: Sequence[tuple[str, str, bool]],
+        *,
+        main: bool,
+        fixed: Reply | None = None,
+    ) -> tuple[Reply, list[ToolResult]]:
+        """The reply to a model call of any API, and the tool results it carries.
+
+        ``text`` is the call's prompt text, ``calls`` its tool results as (call id, content,
+        is_error), ``main`` whether it is a main-loop turn (rules with ``main_only`` see only
+        those).  ``fixed`` answers it regardless of the rules (the tool results are still read).
+        """
         results: list[ToolResult] = []
         follow_up: Reply | None = None
         answered_ours = False
         with self._cond:
-            for block in raw:
-                use_id = str(block.get("tool_use_id", ""))
+            for use_id, content, is_error in calls:
                 call = self._calls.get(use_id)
                 results.append(
                     ToolResult(
@@ -367,21 +378,18 @@ class StandIn:
                         tool_use_id=use_id,
                         tool=call[1] if call else None,
                         input=call[2] if call else None,
-                        content=_content_text(block.get("content", "")),
-                        is_error=bool(block.get("is_error", False)),
+                        content=content,
+                        is_error=is_error,
                     )
                 )
                 if call is not None and call[0] == seat:
                     answered_ours = True
                     if call[3] is not None:
                         follow_up = call[3]
-            if not streamed:
-                return Reply(text=self.side_text), results, text
-            if text.startswith(SUGGESTION_MARK):
-                return Reply(text=self.suggestion_text), results, text
-            main = isinstance(body, dict) and bool(body.get("tools"))
-            kind: RuleKind = "tool_result" if raw else "prompt"
-            subject = "\n".join(r.content for r in results) if raw else text
+            if fixed is not None:
+                return fixed, results
+            kind: RuleKind = "tool_result" if calls else "prompt"
+            subject = "\n".join(r.content for r in results) if calls else text
             for rule in self._rules:
                 if rule.seat is not None and rule.seat != seat:
                     continue
@@ -390,165 +398,31 @@ class StandIn:
                 if rule.matches(subject):
                     if rule.once:
                         self._rules.remove(rule)
-                    return rule.reply, results, text
+                    return rule.reply, results
         if follow_up is not None:
-            return follow_up, results, text
+            return follow_up, results
         if answered_ours:
-            return Reply(text="done"), results, text
-        return Reply(text=self.default_text), results, text
+            return Reply(text="done"), results
+        return Reply(text=self.default_text), results
 
-    def _note_call(self, seat: str, tool_use_id: str, reply: Reply) -> None:
+    def call_of(self, seat: str, tool: str) -> str | None:
+        """The id of the latest call of ``tool`` the stand-in made to ``seat`` (for an API that
+        may answer a call by its tool's name only)."""
+        with self._cond:
+            for use_id, call in reversed(self._calls.items()):
+                if call[0] == seat and call[1] == tool:
+                    return use_id
+        return None
+
+    def note_call(self, seat: str, tool_use_id: str, reply: Reply) -> None:
         if reply.tool is None:
             return
         with self._cond:
             self._calls[tool_use_id] = (seat, reply.tool, dict(reply.input), reply.then)
 
-    def _next_id(self) -> int:
+    def next_id(self) -> int:
         with self._cond:
             return next(self._ids)
-
-
-def _make_handler(standin: StandIn) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-        server_version = "fabrikito-standin"
-
-        def log_message(self, format: str, *args: Any) -> None:
-            pass  # the records are the log
-
-        # -- helpers --------------------------------------------------------
-
-        def _read_body(self) -> bytes:
-            length = int(self.headers.get("Content-Length") or 0)
-            if length:
-                return self.rfile.read(length)
-            if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
-                chunks = []
-                while True:
-                    size = int(self.rfile.readline().strip() or b"0", 16)
-                    if size == 0:
-                        self.rfile.readline()
-                        break
-                    chunks.append(self.rfile.read(size))
-                    self.rfile.readline()
-                return b"".join(chunks)
-            return b""
-
-        def _send_json(self, status: int, data: Any, *, head: bool = False) -> None:
-            payload = json.dumps(data).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(payload)))
-            self.send_header("request-id", f"req_standin_{standin._next_id()}")
-            self.end_headers()
-            if not head:
-                self.wfile.write(payload)
-
-        def _chunk(self, data: bytes) -> None:
-            self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
-            self.wfile.flush()
-
-        def _record_plain(self, body: Any = None) -> None:
-            seat, _ = split_seat(urlsplit(self.path).path)
-            standin._record(
-                Request(
-                    index=-1,
-                    seat=seat,
-                    method=self.command,
-                    path=self.path,
-                    body=body,
-                    streamed=False,
-                    last_user_text="",
-                    tool_results=(),
-                    at=time.monotonic(),
-                )
-            )
-
-        # -- verbs ----------------------------------------------------------
-
-        def do_HEAD(self) -> None:
-            self._record_plain()
-            self._send_json(200, {}, head=True)
-
-        def do_GET(self) -> None:
-            self._record_plain()
-            self._send_json(200, {})
-
-        def do_POST(self) -> None:
-            raw = self._read_body()
-            try:
-                body: Any = json.loads(raw) if raw else None
-            except ValueError:
-                body = raw.decode("utf-8", "replace")
-            seat, rest = split_seat(urlsplit(self.path).path)
-            if rest.endswith("/v1/messages/count_tokens"):
-                self._record_plain(body)
-                self._send_json(200, {"input_tokens": max(1, len(raw) // 4)})
-                return
-            if not rest.endswith("/v1/messages"):
-                self._record_plain(body)
-                self._send_json(
-                    404, {"type": "error", "error": {"type": "not_found_error", "message": f"stand-in: no {rest}"}}
-                )
-                return
-            streamed = isinstance(body, dict) and bool(body.get("stream"))
-            reply, results, text = standin._choose(seat, body, streamed)
-            model = str(body.get("model", "claude-standin")) if isinstance(body, dict) else "claude-standin"
-            number = standin._next_id()
-            message_id = f"msg_standin_{number:06d}"
-            tool_use_id = f"toolu_standin_{number:06d}"
-            standin._note_call(seat, tool_use_id, reply)
-            standin._record(
-                Request(
-                    index=-1,
-                    seat=seat,
-                    method="POST",
-                    path=self.path,
-                    body=body,
-                    streamed=streamed,
-                    last_user_text=text,
-                    tool_results=tuple(results),
-                    at=time.monotonic(),
-                    reply=reply,
-                )
-            )
-            if not streamed:
-                self._send_json(200, message_json(reply, model, message_id, tool_use_id))
-                return
-            self._stream(reply, model, message_id, tool_use_id)
-
-        def _stream(self, reply: Reply, model: str, message_id: str, tool_use_id: str) -> None:
-            self.send_response(200)
-            self.send_header("Content-Type", "text/event-stream")
-            self.send_header("Cache-Control", "no-cache")
-            self.send_header("Transfer-Encoding", "chunked")
-            self.send_header("request-id", f"req_standin_{message_id}")
-            self.end_headers()
-            start = message_json(Reply(), model, message_id, tool_use_id)
-            start.update(content=[], stop_reason=None)
-            start["usage"] = {
-                "input_tokens": 10,
-                "output_tokens": 1,
-                "cache_creation_input_tokens": 0,
-                "cache_read_input_tokens": 0,
-            }
-            try:
-                self._chunk(sse("message_start", {"type": "message_start", "message": start}))
-                deadline = time.monotonic() + reply.delay
-                while not standin._stopping.is_set():
-                    self._chunk(sse("ping", {"type": "ping"}))
-                    left = deadline - time.monotonic()
-                    if left <= 0:
-                        break
-                    standin._stopping.wait(min(PING_INTERVAL, left))
-                for event in sse_events(reply, model, message_id, tool_use_id):
-                    self._chunk(event)
-                self.wfile.write(b"0\r\n\r\n")
-                self.wfile.flush()
-            except (BrokenPipeError, ConnectionResetError):
-                self.close_connection = True
-
-    return Handler
 
 
 # -- command line -----------------------------------------------------------

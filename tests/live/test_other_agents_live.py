@@ -1,0 +1,121 @@
+"""Codex CLI and Gemini CLI, offline against the stand-in: installed into ``.tools/``, started in a private
+tmux server with their own HOME, one scripted turn each, a tool call through each one's approval."""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from fabrikito.base.errors import TmuxError
+from fabrikito.base.tmux import Server
+from fabrikito.offline import api_gemini, api_openai, other_setup
+from fabrikito.offline.other_setup import CODEX, GEMINI, OtherSeat
+from fabrikito.offline.replies import Reply
+from fabrikito.offline.seatkit import wait_until
+from fabrikito.offline.standin import StandIn
+
+pytestmark = pytest.mark.live
+
+
+class Bench:
+    """One private tmux server, one stand-in, the seats started on them; all stopped at the end."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.server = Server(socket_name=f"fab-oth-{secrets.token_hex(4)}", timeout=10.0)
+        self.standin = StandIn().start()
+        self.seats: list[OtherSeat] = []
+
+    def start(self, agent: str, role: str = "dev", **options: object) -> OtherSeat:
+        binary = other_setup.ensure_agent(agent)
+        seat = other_setup.start_seat(
+            self.server,
+            agent,
+            binary,
+            role=role,
+            root=self.root,
+            base_url=self.standin.base_url(role),
+            **options,  # type: ignore[arg-type]
+        )
+        self.seats.append(seat)
+        return seat
+
+    def close(self) -> None:
+        try:
+            self.server.kill_server()
+        except TmuxError:
+            pass
+        other_setup.stop_seats(self.seats)
+        self.standin.stop()
+
+
+@pytest.fixture
+def bench(tmp_path: Path) -> Iterator[Bench]:
+    b = Bench(tmp_path)
+    yield b
+    b.close()
+
+
+def _submit(server: Server, pane: str, text: str) -> None:
+    server.run("send-keys", "-t", pane, "-l", text)
+    wait_until(lambda: text in server.capture(pane), 10, what=f"{text!r} in the box")
+    time.sleep(0.5)  # Gemini CLI takes an Enter right after fast input for a newline in the text
+    server.send_keys(pane, "Enter")
+
+
+@pytest.mark.parametrize("agent", [CODEX, GEMINI])
+def test_scripted_turn_through_the_standin(bench: Bench, agent: str) -> None:
+    seat = bench.start(agent)
+    bench.standin.on("say hello", Reply(text="hello from the stand-in"), seat="dev")
+    mark = bench.standin.mark()
+    _submit(bench.server, seat.pane, "please say hello")
+    request = bench.standin.wait_for_request("dev", "please say hello", since=mark)
+    assert request.is_main and request.api in ("responses", "gemini"), request.kind
+    wait_until(
+        lambda: "hello from the stand-in" in bench.server.capture(seat.pane),
+        30,
+        describe=lambda: bench.server.capture(seat.pane),
+        what="the scripted reply on the screen",
+    )
+    # Each CLI also makes a side call per message (Codex: a title; Gemini: routing), never a turn.
+    side = bench.standin.wait_for_request("dev", lambda r: r.is_model_call and not r.is_main, since=mark)
+    assert "please say hello" in side.last_user_text, side
+
+
+@pytest.mark.parametrize("agent", [CODEX, GEMINI])
+def test_tool_call_through_the_approval_dialog(bench: Bench, agent: str) -> None:
+    seat = bench.start(agent)
+    then = Reply(text="the tool finished")
+    if agent == CODEX:
+        call, question, approve = api_openai.shell_reply("touch made.txt", then=then), "Would you like to run", "y"
+    else:
+        call, question, approve = api_gemini.shell_reply("touch made.txt", then=then), "Allow execution of", "Enter"
+    bench.standin.on("run it", call, seat="dev")
+    _submit(bench.server, seat.pane, "please run it")
+    wait_until(
+        lambda: question in bench.server.capture(seat.pane),
+        30,
+        describe=lambda: bench.server.capture(seat.pane),
+        what="the approval dialog",
+    )
+    assert not (seat.workdir / "made.txt").exists()
+    bench.server.send_keys(seat.pane, approve)
+    result = bench.standin.wait_for_tool_result("dev", call.tool or "")
+    assert result.input == dict(call.input), result
+    assert (seat.workdir / "made.txt").exists()
+    wait_until(lambda: "the tool finished" in bench.server.capture(seat.pane), 30, what="the follow-up reply")
+
+
+@pytest.mark.parametrize("agent", [CODEX, GEMINI])
+def test_no_process_outlives_the_bench(tmp_path: Path, agent: str) -> None:
+    b = Bench(tmp_path)
+    try:
+        seat = b.start(agent)
+        assert other_setup.pids_with_home(seat.home), "the seat's processes carry its HOME"
+    finally:
+        b.close()
+    wait_until(lambda: not other_setup.pids_with_home(seat.home), 10, what="every process of the seat gone")
