@@ -24,6 +24,7 @@ from fabrikito.base.errors import FabrikitoError, StateFileError, TmuxError
 from fabrikito.base.tmux import Server
 from fabrikito.base.values import frozen
 from fabrikito.delivery import refusals, say
+from fabrikito.delivery.grow import Grower
 from fabrikito.delivery.identity import UNKNOWN_SENDER
 from fabrikito.delivery.oneline import Interrupted, OneLine, guarded, signals_raise
 from fabrikito.log import msglog
@@ -75,7 +76,7 @@ def flush_seat(ctx: say.Context, seat: Seat) -> FlushResult:
 
 def _flush_locked(ctx: say.Context, seat: Seat) -> FlushResult:
     pane = say._attach(ctx, seat)
-    grower = say._Grower(ctx.server, pane.window_id)
+    grower = Grower(ctx.server, pane.window_id)
     try:
         _, reading = pane.read()
         if reading.state is ScreenState.READY:
@@ -104,6 +105,10 @@ def _flush_locked(ctx: say.Context, seat: Seat) -> FlushResult:
         if again.box_text != reading.box_text or not matches(again).ok:
             return FlushResult(
                 msglog.Outcome.NOT_FLUSHED, "the box changed while flush was looking at it: left as it is"
+            )
+        if again.busy and not pane.kind.deliver_while_busy:
+            return FlushResult(
+                msglog.Outcome.NOT_FLUSHED, say.busy_refusal(pane.kind).replace("say waits", "flush waits")
             )
         try:
             ctx.server.send_keys(pane.pane_id, "Enter")
