@@ -15,7 +15,7 @@ from fabrikito.base import procs
 from fabrikito.base.errors import TmuxError
 from fabrikito.base.tmux import Server
 from fabrikito.launch import lifecycle, otherseat, reap, seatfiles
-from fabrikito.team import teamfile
+from fabrikito.team import check, teamfile
 from fabrikito.team.teamfile import Team
 
 TEAM = """
@@ -87,29 +87,52 @@ def test_codex_runs_without_daemon_trusted_without_update_check_and_with_the_pro
     assert not (cx.cwd / "AGENTS.md").exists()  # nothing written where the user keeps their own
 
 
-def test_gemini_gets_session_trust_lowest_precedence_defaults_and_a_prompt_file_of_its_own(tmp_path: Path) -> None:
+def test_gemini_gets_session_trust_and_its_prompt_in_a_gemini_md_marked_as_fabrikitos(tmp_path: Path) -> None:
     team = make(tmp_path)
     gm = seat(team, "gm")
-    (gm.cwd / "GEMINI.md").write_text("the user's own\n", encoding="utf-8")
     seatfiles.write_seat_files(team, gm)
     argv = seatfiles.seat_command(team, gm)
     assert argv[argv.index(seatfiles.SEAT_ARGV0) + 1 :] == ["gemini", "--skip-trust"]
     env = seatfiles.seat_env(team, gm)
-    defaults = json.loads(Path(env["GEMINI_CLI_SYSTEM_DEFAULTS_PATH"]).read_text(encoding="utf-8"))
-    assert defaults["general"] == {"enableAutoUpdate": False, "enableAutoUpdateNotification": False}
-    assert defaults["context"]["fileName"] == ["GEMINI.md", ".fabrikito-gm.md"]
     assert env["COLORTERM"] == "truecolor" and env["TEAM_ROLE"] == "gm"
+    written = (gm.cwd / "GEMINI.md").read_text(encoding="utf-8")
+    assert written.startswith("<!-- fabrikito: the team's prompt for seat gm")
+    assert written.endswith(seatfiles.seat_prompt(team, gm))
+    seatfiles.write_seat_files(team, gm)  # its own file is rewritten at the next start
+    assert (gm.cwd / "GEMINI.md").read_text(encoding="utf-8") == written
+
+
+def test_a_users_own_gemini_md_is_never_overwritten_and_the_seat_not_started(tmp_path: Path) -> None:
+    team = make(tmp_path, TEAM.replace('agent = "gemini"', 'agent = "gemini"\ncommand = "/bin/sh"'))
+    gm = seat(team, "gm")
+    (gm.cwd / "GEMINI.md").write_text("the user's own\n", encoding="utf-8")
+    with pytest.raises(otherseat.UsersOwnFile, match="move yours one folder up"):
+        seatfiles.write_seat_files(team, gm)
     assert (gm.cwd / "GEMINI.md").read_text(encoding="utf-8") == "the user's own\n"
-    assert (gm.cwd / ".fabrikito-gm.md").read_text(encoding="utf-8") == seatfiles.seat_prompt(team, gm)
+    report = check.run(team, env={"HOME": str(tmp_path)})
+    kinds = {w.kind: w for w in report.warnings}
+    assert kinds["own-gemini-md"].roles == ("gm",)
+    assert kinds["gemini-updates"].roles == ("gm",)  # no settings file: Gemini checks for updates
+    lines: list[str] = []
+    server = Server(socket_name=f"fab-unit-{secrets.token_hex(4)}")
+    try:
+        result = lifecycle.up(team, ["gm"], out=lines.append, server=server)
+    finally:
+        try:
+            server.kill_server()
+        except TmuxError:
+            pass
+    assert result.failed and "move yours one folder up" in result.failed[0].detail
 
 
-def test_machine_defaults_are_kept_under_fabrikitos(tmp_path: Path) -> None:
+def test_gemini_update_settings_turned_off_by_the_user_silence_the_warning(tmp_path: Path) -> None:
     team = make(tmp_path)
-    machine = tmp_path / "system-defaults.json"
-    machine.write_text(json.dumps({"general": {"vimMode": True}, "ui": {"theme": "X"}}), encoding="utf-8")
-    data = otherseat.gemini_defaults(seat(team, "gm"), machine)
-    assert data["general"]["vimMode"] is True and data["general"]["enableAutoUpdate"] is False
-    assert data["ui"] == {"theme": "X"}
+    settings = tmp_path / ".gemini" / "settings.json"
+    settings.parent.mkdir()
+    settings.write_text(
+        json.dumps({"general": {"enableAutoUpdate": False, "enableAutoUpdateNotification": False}}), encoding="utf-8"
+    )
+    assert "gemini-updates" not in {w.kind for w in check.run(team, env={"HOME": str(tmp_path)}).warnings}
 
 
 def test_a_claude_seat_in_a_mixed_team_is_told_to_use_say_for_the_others(tmp_path: Path) -> None:

@@ -22,6 +22,7 @@ from fabrikito.base.errors import FabrikitoError, TmuxError, UsageError
 from fabrikito.base.tmux import Server
 from fabrikito.base.values import frozen
 from fabrikito.delivery import seatpane
+from fabrikito.launch.otherseat import UsersOwnFile
 from fabrikito.launch.seatfiles import (
     LAUNCHER,
     PANE_COLS,
@@ -214,6 +215,9 @@ def _start(run: _Run, seat: Seat) -> _Waiting | None:
         return None
     try:
         write_seat_files(team, seat)
+    except UsersOwnFile as exc:
+        run.fail(seat, str(exc))
+        return None
     except (OSError, FabrikitoError) as exc:
         run.fail(seat, f"its settings could not be written to {seats_dir(team)}: {exc}")
         return None

@@ -20,20 +20,23 @@ Codex applies to that run only and never writes back: nothing in
   written, so a user's own ``AGENTS.md`` is read as always and never
   clobbered.
 
-**Gemini CLI** runs as ``<command> --skip-trust <args>`` (the workspace
-trusted for this session only; ``trustedFolders.json`` is not touched), with
-``GEMINI_CLI_SYSTEM_DEFAULTS_PATH`` naming a generated *system defaults*
-file, the settings layer of the lowest precedence, so the user's own settings
-still win where they speak.  It holds the system defaults the machine already
-has (``/etc/gemini-cli/system-defaults.json``), and over them: no automatic
-update and no update notice, and ``context.fileName`` = ``GEMINI.md`` and
-``.fabrikito-<role>.md``, the file ``up`` writes in the seat's working
-directory with the shared prompt and the roster (a name of fabrikito's own:
-a user's ``GEMINI.md`` is read as always and never clobbered).  A user whose
-own settings set ``context.fileName`` replaces that list, and the seat then
-starts without the team's prompt: ``check`` cannot see it, the kickoff still
-arrives.  ``COLORTERM=truecolor`` is set unless the seat's env sets it (without
-it Gemini prints a warning into its history).
+**Gemini CLI** runs as ``<command> --skip-trust <args>``: the workspace
+trusted for this session only (``trustedFolders.json`` is not touched).  Its
+standing instructions can come only from ``GEMINI.md`` files (in the working
+folder, its parents up to the repository root, and ``~/.gemini/``; files in
+sub-folders are read only when the agent works there, and a *system
+defaults* file, the one settings layer under the user's, is accepted only
+when root owns it and every folder above it).  So ``up`` writes the shared
+prompt and the roster to ``GEMINI.md`` in the seat's working folder, with a
+first line that marks it as fabrikito's; a ``GEMINI.md`` there without that
+line is the user's own, which ``up`` never overwrites: the seat is not
+started, and the advice is to move it one folder up (Gemini reads it there
+too) or to give the seat a folder of its own.  Update checks are a setting
+of the user's (``general.enableAutoUpdate``,
+``general.enableAutoUpdateNotification``): ``check`` warns when the seat's
+``~/.gemini/settings.json`` leaves them on.  ``COLORTERM=truecolor`` is set
+unless the seat's env sets it (without it Gemini prints a warning into its
+history).
 """
 
 from __future__ import annotations
@@ -41,13 +44,10 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any
 
-from fabrikito.base import statedir
-from fabrikito.team.agents import command_for
+from fabrikito.base.errors import FabrikitoError
+from fabrikito.team.agents import GEMINI_MARK, command_for, gemini_prompt_path, is_ours
 from fabrikito.team.teamfile import Seat, Team
-
-GEMINI_SYSTEM_DEFAULTS = Path("/etc/gemini-cli/system-defaults.json")
 
 
 def toml_string(text: str) -> str:
@@ -81,33 +81,12 @@ def codex_argv(team: Team, seat: Seat, prompt: str) -> list[str]:
     ]
 
 
-def gemini_prompt_name(seat: Seat) -> str:
-    return f".fabrikito-{seat.role}.md"
+class UsersOwnFile(FabrikitoError):
+    """The seat's folder holds the user's own ``GEMINI.md``: it is never overwritten."""
 
 
-def gemini_defaults_path(team: Team, seat: Seat) -> Path:
-    return team.state_dir / "seats" / f"{seat.role}.gemini-defaults.json"
-
-
-def gemini_defaults(seat: Seat, machine: Path = GEMINI_SYSTEM_DEFAULTS) -> dict[str, Any]:
-    """The machine's Gemini CLI system defaults with fabrikito's over them."""
-    try:
-        base = json.loads(machine.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        base = {}
-    data: dict[str, Any] = base if isinstance(base, dict) else {}
-    general = data.get("general")
-    data["general"] = {
-        **(general if isinstance(general, dict) else {}),
-        "enableAutoUpdate": False,
-        "enableAutoUpdateNotification": False,
-    }
-    context = data.get("context")
-    data["context"] = {
-        **(context if isinstance(context, dict) else {}),
-        "fileName": ["GEMINI.md", gemini_prompt_name(seat)],
-    }
-    return data
+def gemini_prompt_text(seat: Seat, prompt: str) -> str:
+    return GEMINI_MARK.format(role=seat.role) + "\n\n" + prompt
 
 
 def gemini_argv(team: Team, seat: Seat) -> list[str]:
@@ -125,27 +104,26 @@ def argv(team: Team, seat: Seat, prompt: str) -> list[str]:
 
 def extra_env(team: Team, seat: Seat) -> dict[str, str]:
     """What the pane's environment gets besides the seat's own table and fabrikito's variables."""
-    if seat.agent != "gemini":
-        return {}
-    env = {"GEMINI_CLI_SYSTEM_DEFAULTS_PATH": str(gemini_defaults_path(team, seat))}
-    if "COLORTERM" not in seat.env:
-        env["COLORTERM"] = "truecolor"
-    return env
+    if seat.agent == "gemini" and "COLORTERM" not in seat.env:
+        return {"COLORTERM": "truecolor"}
+    return {}
 
 
 def write_files(team: Team, seat: Seat, prompt: str) -> None:
-    """The files a Gemini CLI seat reads (Codex needs none)."""
+    """The file a Gemini CLI seat reads its prompt from (Codex needs none); raises :class:`UsersOwnFile`."""
     if seat.agent != "gemini":
         return
-    defaults = json.dumps(gemini_defaults(seat), indent=2, ensure_ascii=False) + "\n"
-    statedir.write_atomic(gemini_defaults_path(team, seat), defaults.encode("utf-8"))
-    target = seat.cwd / gemini_prompt_name(seat)
-    if target.is_symlink():
-        os.unlink(target)  # never written through
-    tmp = target.with_name(target.name + f".{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    target = gemini_prompt_path(seat)
+    if target.is_symlink() or not is_ours(target):
+        raise UsersOwnFile(
+            f"{target} is not one fabrikito wrote, and it is never overwritten: Gemini CLI takes its instructions "
+            f"only from GEMINI.md files, so move yours one folder up (Gemini reads it there too) or give seat "
+            f"{seat.role} a folder of its own (cwd in the team file)"
+        )
+    tmp = target.with_name(f".GEMINI.md.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
     try:
-        os.write(fd, prompt.encode("utf-8"))
+        os.write(fd, gemini_prompt_text(seat, prompt).encode("utf-8"))
     finally:
         os.close(fd)
     os.replace(tmp, target)

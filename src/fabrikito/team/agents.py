@@ -23,6 +23,7 @@ What was measured (``../shared/other-agents/README.md``):
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 
 from fabrikito.base.values import frozen
 
@@ -38,7 +39,7 @@ class AgentKind:
     default_command: tuple[str, ...]
     program_names: frozenset[str]  # the program's base name (/proc/<pid>/exe or argv[0])
     package: str  # the npm package its program or script belongs to
-    prompt_file: str | None  # the file in its working directory it reads instructions from (None: a flag)
+    prompt_file: str | None  # the file in its working directory up writes the prompt to (None: a flag)
     sendmessage_hook: bool  # SendMessage and the hook that logs it (Claude Code only)
     enter_delay: float  # seconds between the message's paste and the Enter
     busy_enter: str  # what an Enter does while a turn runs, for people
@@ -63,7 +64,7 @@ CODEX = AgentKind(
     default_command=("codex",),
     program_names=frozenset({"codex"}),
     package="@openai/codex",
-    prompt_file="AGENTS.md",
+    prompt_file=None,  # -c developer_instructions=…
     sendmessage_hook=False,
     enter_delay=0.1,
     busy_enter="sent at once as a correction of the running turn (the reply being written is dropped)",
@@ -124,3 +125,25 @@ def release_from_package(version: str) -> str:
         if sep:
             return head
     return version
+
+
+#: The first line of the ``GEMINI.md`` ``up`` writes in a Gemini CLI seat's folder (see launch/otherseat.py).
+GEMINI_MARK = (
+    "<!-- fabrikito: the team's prompt for seat {role}, written by `fabrikito up`; it is rewritten at each start. -->"
+)
+
+
+def gemini_prompt_path(seat: Seat) -> Path:
+    return seat.cwd / "GEMINI.md"
+
+
+def is_ours(path: Path) -> bool:
+    """Whether ``path`` is absent, or a ``GEMINI.md`` fabrikito wrote (by its first line)."""
+    try:
+        with open(path, "rb") as f:
+            first = f.readline(4096).decode("utf-8", "replace")
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    return first.startswith(GEMINI_MARK.partition("{role}")[0])

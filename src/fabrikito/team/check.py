@@ -116,7 +116,8 @@ def messaging_rules(agent: str) -> str:
     return (
         f'no SendMessage and no hook: it sends with `fabrikito say <role> "..."` (logged by say), and every '
         f"message reaches it by say, typed into its box labelled [from <sender>]; an Enter while it works is "
-        f"{k.busy_enter}, so {busy}; its instructions go in {k.prompt_file or 'a prompt flag'}"
+        f"{k.busy_enter}, so {busy}; the team's prompt reaches it "
+        + (f"in {k.prompt_file} in its folder" if k.prompt_file else "on its command line")
     )
 
 
@@ -216,6 +217,7 @@ def run(team: Team, *, is_root: bool | None = None, env: dict[str, str] | None =
                     stuck,
                 )
             )
+    warnings += _gemini_warnings(team, environ)
     missing_cwd = tuple(seat.role for seat in team.seats if not seat.cwd.is_dir())
     if missing_cwd:
         warnings.append(
@@ -234,6 +236,51 @@ def run(team: Team, *, is_root: bool | None = None, env: dict[str, str] | None =
             )
         )
     return Report(team=team, seats=seats, warnings=tuple(warnings))
+
+
+def gemini_updates_on(seat: Seat, environ: Mapping[str, str]) -> bool:
+    """Whether the Gemini CLI user settings a seat reads leave its update check or update notice on."""
+    env = seat_environ(seat, environ)
+    home = env.get("GEMINI_CLI_HOME") or env.get("HOME") or os.path.expanduser("~")
+    data = _read_json(Path(home) / ".gemini" / "settings.json") or {}
+    general = data.get("general")
+    if not isinstance(general, dict):
+        return True
+    return general.get("enableAutoUpdate") is not False or general.get("enableAutoUpdateNotification") is not False
+
+
+def _gemini_warnings(team: Team, environ: Mapping[str, str]) -> list[CheckWarning]:
+    gemini = [s for s in team.seats if s.agent == "gemini"]
+    warnings = []
+    updating = tuple(s.role for s in gemini if gemini_updates_on(s, environ))
+    if updating:
+        warnings.append(
+            CheckWarning(
+                "gemini-updates",
+                "Gemini CLI checks for updates (and may install one) at start for "
+                + ", ".join(updating)
+                + ": only its user settings can turn that off, and fabrikito leaves them to you. Set "
+                '"general": {"enableAutoUpdate": false, "enableAutoUpdateNotification": false} in '
+                "~/.gemini/settings.json (the HOME the seat runs with).",
+                updating,
+            )
+        )
+    from fabrikito.team.agents import gemini_prompt_path, is_ours
+
+    owned = tuple(s.role for s in gemini if not is_ours(gemini_prompt_path(s)))
+    if owned:
+        warnings.append(
+            CheckWarning(
+                "own-gemini-md",
+                "the folder of "
+                + ", ".join(owned)
+                + " holds a GEMINI.md of your own, where up writes the team's prompt for Gemini CLI: up will not "
+                "start these seats. Move that file one folder up (Gemini reads it there too), or give each seat "
+                "a folder of its own.",
+                owned,
+            )
+        )
+    return warnings
 
 
 def to_json(report: Report) -> dict[str, Any]:
