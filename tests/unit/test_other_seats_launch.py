@@ -202,12 +202,14 @@ def test_down_ends_every_process_of_the_seat_and_none_remain(tmp_path: Path, ser
     before = members_after(pid)
     assert len(before) >= 3
     ticks = procs.info(pid).start_ticks
+    seatfiles.write_seat_files(team, seat(team, "cx"))  # makes .state/<team>/seats/
     seatfiles.write_launch(team, "gm", seatfiles.LaunchRecord(pane, pid, "delivered", time.time(), ticks))
     lines: list[str] = []
     code = lifecycle.down(team, ["gm"], out=lines.append, server=server, grace=2.0)
     assert code == 0, lines
     assert procs.session_members(pid) == []
     assert not [p for p in before if procs.alive(p.pid)]
+    assert seatfiles.read_launch(team, "gm") is None
 
 
 def test_a_reused_id_is_never_signalled(server: Server) -> None:
@@ -218,3 +220,21 @@ def test_a_reused_id_is_never_signalled(server: Server) -> None:
     wrong = [reap.Tracked(pid, procs.info(pid).start_ticks + 1)]
     assert reap.end(wrong, grace=0.2) == []
     assert procs.alive(pid)
+
+
+def test_down_after_the_tmux_server_was_killed_still_ends_what_survived(tmp_path: Path, server: Server) -> None:
+    team = make(tmp_path)
+    pane, pid = start_pane(server, seat(team, "gm").session)
+    members_after(pid)
+    seatfiles.write_seat_files(team, seat(team, "cx"))  # makes .state/<team>/seats/
+    seatfiles.write_launch(
+        team, "gm", seatfiles.LaunchRecord(pane, pid, "delivered", time.time(), procs.info(pid).start_ticks)
+    )
+    server.kill_server()
+    time.sleep(0.5)
+    assert procs.session_members(pid), "something survived the server, as Gemini CLI does"
+    lines: list[str] = []
+    assert lifecycle.down(team, out=lines.append, server=server, grace=2.0) == 0, lines
+    assert any("its session is gone" in line for line in lines), lines
+    assert procs.session_members(pid) == []
+    assert seatfiles.read_launch(team, "gm") is None

@@ -497,6 +497,18 @@ def _start_worker(team: Team, out: Callable[[str], None]) -> None:
 # -- down -------------------------------------------------------------------------------
 
 
+def _left_behind(team: Team, seat: Seat) -> list[reap.Tracked]:
+    """Processes of a seat whose session is gone (its pane closed by hand, the tmux server killed)."""
+    from fabrikito.launch import reap
+
+    record = read_launch(team, seat.role)
+    if record is None or not record.pid or not record.ticks:
+        return []
+    found = reap.seat_processes(record.pid, record.ticks)
+    statedir.remove_quietly(launch_path(team, seat.role))
+    return found
+
+
 def _seat_processes(team: Team, seat: Seat, row: seatpane.PaneRow) -> list[reap.Tracked]:
     """Every process the seat's pane started: its session's members (by the launch record's start
     time when it is this pane's, else the pane process's own)."""
@@ -533,7 +545,6 @@ def down(
     rows, running = list_panes(srv)
     if not running:
         out(f"no seat is up ({srv.describe()} is not running)")
-        return 0
     from fabrikito.launch import reap
 
     stopped: list[tuple[Seat, list[reap.Tracked]]] = []
@@ -541,7 +552,12 @@ def down(
     for seat in seats:
         row = seatpane.pane_of_session(rows, seat.session)
         if row is None:
-            out(f"{seat.role}: already down")
+            left_behind = _left_behind(team, seat)
+            if left_behind:
+                out(f"{seat.role}: its session is gone, {len(left_behind)} of its processes are not: ending them")
+                stopped.append((seat, left_behind))
+            elif running:
+                out(f"{seat.role}: already down")
             continue
         tracked = _seat_processes(team, seat, row)
         try:
@@ -553,7 +569,7 @@ def down(
         statedir.remove_quietly(launch_path(team, seat.role))
         stopped.append((seat, tracked))
         out(f"{seat.role}: stopped (session {seat.session}, pane {row.pane_id})")
-    # Closing a pane hangs its processes up; whatever survives that (Gemini CLI does) is ended here.
+    # Closing a pane hangs its processes up; whatever survives that (Gemini CLI can) is ended here.
     with ThreadPoolExecutor(max_workers=max(1, len(stopped)), thread_name_prefix="reap") as pool:
         ends = [(seat, pool.submit(reap.end, tracked, grace=grace)) for seat, tracked in stopped]
         for seat, future in ends:
