@@ -120,7 +120,11 @@ def team_text(
     return "\n".join(lines) + "\n"
 
 
-def _seat_setups(directory: Path, url: str, cli: str, out: Callable[[str], None]) -> dict[str, Any]:
+def seat_setups(
+    directory: Path, url: str, cli: str, out: Callable[[str], None], *, unattended: bool = True
+) -> dict[str, Any]:
+    """Each seat's (command, env, args) against the stand-in at ``url``, its HOME made in ``directory``;
+    with ``unattended`` the Codex and Gemini seats run commands without asking (the demo's choice)."""
     from fabrikito.offline import claude_setup, other_setup
 
     em_home = directory / "home-em"
@@ -148,8 +152,8 @@ def _seat_setups(directory: Path, url: str, cli: str, out: Callable[[str], None]
     gm_env = {"HOME": str(gm_home), "GOOGLE_GEMINI_BASE_URL": f"{url}/seat/gm", "GEMINI_API_KEY": other_setup.API_KEY}
     return {
         "em": ([], em_env, []),
-        "cx": ([str(codex)], cx_env, ["-a", "never", "-s", "danger-full-access"]),
-        "gm": ([node, str(gemini)], gm_env, ["--approval-mode", "yolo"]),
+        "cx": ([str(codex)], cx_env, ["-a", "never", "-s", "danger-full-access"] if unattended else []),
+        "gm": ([node, str(gemini)], gm_env, ["--approval-mode", "yolo"] if unattended else []),
     }
 
 
@@ -192,7 +196,7 @@ def run(directory: Path, *, out: Callable[[str], None], socket: str = SOCKET) ->
     pid, url = demo.start_standin(directory, standin_script(cli))
     out(f"stand-in model listening on {url} (pid {pid}): Messages, Responses and Gemini APIs")
     try:
-        seats = _seat_setups(directory, url, cli, out)
+        seats = seat_setups(directory, url, cli, out)
         team_path = directory / "team.toml"
         team_path.write_text(team_text(claude=claude, seats=seats, socket=socket), encoding="utf-8")
         team = teamfile.load(team_path)
