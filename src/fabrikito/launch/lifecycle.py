@@ -202,6 +202,8 @@ def up(
             waiting.append(started)
     if waiting:
         _wait_and_kickoff(run, waiting)
+    # Hook point for the inbox of seats that are not Claude Code (inbox/server.start_inbox): one socket
+    # per such seat started here, once its box is ready (run.results[role].step is STARTED).
     if server is None or server == team.server():
         _start_worker(team, out)
     ordered = tuple(run.results[s.role] for s in seats if s.role in run.results)
@@ -560,6 +562,7 @@ def down(
                 out(f"{seat.role}: already down")
             continue
         tracked = _seat_processes(team, seat, row)
+        # Hook point for the inbox of a seat that is not Claude Code (inbox/server.stop_inbox), before its pane goes.
         try:
             srv.kill_pane(row.pane_id)
         except TmuxError as exc:
