@@ -32,6 +32,8 @@ from .teamkit import fabrikito
 pytestmark = pytest.mark.live
 
 MESSAGE = 'line one, "quoted" ~!@#$%^&*()\n\n    indented line three\nlast line'
+#: Long enough for each agent to show its paste as a placeholder ([Pasted Content N chars], [Pasted Text: N lines]).
+LONG = "\n".join(f"line {i:02d} of a long report: " + "x" * 60 for i in range(40)) + "\nlast line"
 
 
 class Mixed:
@@ -119,16 +121,17 @@ def test_up_starts_codex_and_gemini_unattended_and_down_leaves_no_process(mixed:
     assert mixed.left_behind() == []
 
 
+@pytest.mark.parametrize("text", [MESSAGE, LONG], ids=["short", "placeholder"])
 @pytest.mark.parametrize("role", ["cx", "gm"])
-def test_say_delivers_labelled_intact_as_one_turn(mixed: Mixed, role: str) -> None:
+def test_say_delivers_labelled_intact_as_one_turn(mixed: Mixed, role: str, text: str) -> None:
     assert not mixed.up().failed, "\n".join(mixed.lines)
     mixed.standin.wait_for_request(role, "[from launcher]")
     wait_until(lambda: _idle(mixed, role), 30, describe=lambda: mixed.screen(role), what="the seat idle")
     mark = mixed.standin.mark()
-    done = fabrikito("say", role, team=mixed.team.path, stdin=MESSAGE)
+    done = fabrikito("say", role, team=mixed.team.path, stdin=text)
     assert done.returncode == 0, done.stderr
     request = mixed.standin.wait_for_request(role, "last line", since=mark)
-    assert request.last_user_text.endswith("[from live-test] " + MESSAGE), request.last_user_text
+    assert request.last_user_text.endswith("[from live-test] " + text), request.last_user_text
     turns = [r for r in mixed.standin.main_requests(role) if r.index >= mark]
     assert len(turns) == 1, [r.last_user_text for r in turns]
 
