@@ -17,6 +17,7 @@ from fabrikito.offline.other_setup import CODEX, GEMINI, OtherSeat
 from fabrikito.offline.replies import Reply
 from fabrikito.offline.seatkit import wait_until
 from fabrikito.offline.standin import StandIn
+from fabrikito.screen import BoxReading, ScreenState, recogniser_for
 
 pytestmark = pytest.mark.live
 
@@ -119,3 +120,34 @@ def test_no_process_outlives_the_bench(tmp_path: Path, agent: str) -> None:
     finally:
         b.close()
     wait_until(lambda: not other_setup.pids_with_home(seat.home), 10, what="every process of the seat gone")
+
+
+def _reading(bench: Bench, seat: OtherSeat, release: str) -> BoxReading:
+    from fabrikito.delivery import seatpane
+
+    look = seatpane.look(bench.server, seat.pane)
+    return recogniser_for(seat.agent, release).recognise(look.snapshot)
+
+
+@pytest.mark.parametrize("agent", [CODEX, GEMINI])
+def test_the_recogniser_reads_a_live_seat_through_a_turn(bench: Bench, agent: str) -> None:
+    """Ready when idle; never typable while a held reply or a streaming one keeps the turn running."""
+    release = other_setup.PINNED[agent]
+    seat = bench.start(agent)
+    wait_until(lambda: _reading(bench, seat, release).state is ScreenState.READY, 20, what="a ready seat")
+    bench.standin.on("hold on", Reply(text="held reply done", delay=6), seat="dev")
+    bench.standin.on("stream it", Reply(text=" ".join(f"w{n}" for n in range(12)), trickle=0.5), seat="dev")
+    for prompt in ("please hold on", "please stream it"):
+        _submit(bench.server, seat.pane, prompt)
+        bench.standin.wait_for_request("dev", prompt)
+        seen = []
+        while (reading := _reading(bench, seat, release)).state is not ScreenState.READY:
+            seen.append(reading)
+            time.sleep(0.2)
+            assert len(seen) < 200, seen[-1]
+        busy = [r for r in seen if r.busy]
+        assert busy, f"{prompt}: never read as busy"
+        assert all(r.state is ScreenState.NOT_RECOGNISED for r in busy)
+        assert not any(r.state in (ScreenState.READY, ScreenState.BOX_TEXT) for r in seen)
+        # Ready only once the reply is whole: the held one, or the last word of the streamed one.
+        assert ("held reply done" if prompt == "please hold on" else "w11") in bench.server.capture(seat.pane)

@@ -328,7 +328,7 @@ def test_registry() -> None:
     other = recogniser_for("codex", "1.0")
     snap = PaneSnapshot("", 80, 24, False, False, 0, 0)
     reading = other.recognise(snap)
-    assert reading.state is NOT_RECOGNISED and "codex" in reading.reason
+    assert reading.state is NOT_RECOGNISED and "Codex CLI 1.0 is not a release" in reading.reason
 
 
 def test_fullscreen_formula() -> None:

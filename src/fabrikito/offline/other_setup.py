@@ -134,7 +134,8 @@ def ensure_gemini(repo: Path | None = None, *, version: str = GEMINI_VERSION, **
 
 
 def package_root(binary: Path) -> Path:
-    """The npm package a program was installed with (``node_modules/<scope>/<name>``)."""
+    """The npm package a program was installed with (``node_modules/<scope>/<name>``; for Codex's binary,
+    its platform package beside ``@openai/codex``)."""
     for parent in binary.parents:
         if parent.parent.name.startswith("@") and parent.parent.parent.name == "node_modules":
             return parent
@@ -149,7 +150,8 @@ def _toml_str(value: str) -> str:
 
 
 def make_codex_home(codex_home: Path, *, base_url: str, workdirs: Iterable[Path | str] = ()) -> Path:
-    """Write ``config.toml`` in ``codex_home``: the stand-in as the provider, each workdir trusted."""
+    """Write ``config.toml`` in ``codex_home``: the stand-in as the provider, each of ``workdirs`` trusted
+    (a folder not trusted opens Codex on its "Trust this folder?" dialog)."""
     lines = [
         f"model = {_toml_str(MODEL)}",
         'model_provider = "standin"',
@@ -188,10 +190,14 @@ GEMINI_SETTINGS = {
 }
 
 
-def make_gemini_home(home: Path) -> Path:
-    """Write ``$HOME/.gemini/settings.json``: API-key auth, no auto-update, no usage statistics."""
+def make_gemini_home(home: Path, *, auth: bool = True) -> Path:
+    """Write ``$HOME/.gemini/settings.json``: API-key auth (without ``auth``: none chosen, so Gemini opens
+    on its "How would you like to authenticate" dialog), no auto-update, no usage statistics."""
     home.mkdir(parents=True, exist_ok=True, mode=0o700)
-    _write_json(home / ".gemini" / "settings.json", GEMINI_SETTINGS)
+    settings = dict(GEMINI_SETTINGS)
+    if not auth:
+        del settings["security"]
+    _write_json(home / ".gemini" / "settings.json", settings)
     return home
 
 
@@ -212,6 +218,7 @@ def seat_launch(
     base_url: str,
     environ: Mapping[str, str] | None = None,
     args: Sequence[str] = (),
+    answered: bool = True,
 ) -> tuple[list[str], dict[str, str]]:
     """The ``(argv, env)`` of an offline seat of ``agent`` running ``binary`` in ``workdir``.
 
@@ -220,22 +227,24 @@ def seat_launch(
     starts with ``env -u <name>...`` for the inherited names the seat must not
     see (those ``env`` sets again are kept); ``env`` is what to set (``tmux
     new-session -e``).  ``argv`` execs the agent, so the pane's process is it.
+    With ``answered`` false the start-up question is left open (Codex: trust
+    for ``workdir``; Gemini: the kind of authentication).
     """
     workdir.mkdir(parents=True, exist_ok=True)
     env = {"HOME": str(home), "LANG": os.environ.get("LANG") or "C.UTF-8"}
     if agent == CODEX:
-        codex_home = make_codex_home(home / ".codex", base_url=base_url, workdirs=[workdir])
+        codex_home = make_codex_home(home / ".codex", base_url=base_url, workdirs=[workdir] if answered else [])
         env.update(
             {
                 "CODEX_HOME": str(codex_home),
                 CODEX_KEY_VAR: API_KEY,
                 "CODEX_MANAGED_BY_NPM": "1",
-                "CODEX_MANAGED_PACKAGE_ROOT": str(package_root(binary)),
+                "CODEX_MANAGED_PACKAGE_ROOT": str(package_root(binary).parent / "codex"),
             }
         )
         program = [str(binary), "--no-daemon"]
     elif agent == GEMINI:
-        make_gemini_home(home)
+        make_gemini_home(home, auth=answered)
         node = shutil.which("node")
         if node is None:
             raise BenchError("node is not on PATH: Gemini CLI runs on Node.js; install it and run again")
@@ -306,6 +315,7 @@ def start_seat(
     height: int = 40,
     wait: bool = True,
     timeout: float = 60.0,
+    answered: bool = True,
 ) -> OtherSeat:
     """Start ``agent`` for ``role`` in a new tmux session (HOME ``root/home-<role>``, working folder
     ``root/work/<role>``); with ``wait``, wait until its empty input box shows."""
@@ -314,7 +324,7 @@ def start_seat(
     name = session or role
     home = root / f"home-{role}"
     workdir = root / "work" / role
-    argv, env = seat_launch(agent, binary, home=home, workdir=workdir, base_url=base_url)
+    argv, env = seat_launch(agent, binary, home=home, workdir=workdir, base_url=base_url, answered=answered)
     pane = server.new_session(name, argv, cwd=str(workdir), width=width, height=height, env=env)
     pid = int(server.display(pane, "#{pane_pid}"))
     seat = OtherSeat(agent, role, name, pane, pid, home, workdir, binary)
@@ -334,3 +344,33 @@ def stop_seats(seats: Iterable[OtherSeat]) -> None:
 
     homes = {seat.home for seat in seats}
     stop_pids([pid for home in homes for pid in pids_with_home(home)])
+
+
+# -- a program given by its path ------------------------------------------------------------
+
+_KIND_OF_PACKAGE = {"@openai/codex": CODEX, "@google/gemini-cli": GEMINI, "@anthropic-ai/claude-code": "claude"}
+
+
+def kind_of(program: Path) -> str | None:
+    """Which agent ``program`` is (``claude``, ``codex``, ``gemini``), by the npm package it lies in; ``None``
+    when it lies in none of theirs."""
+    for parent in program.resolve().parents:
+        manifest = parent / "package.json"
+        if manifest.is_file():
+            try:
+                data = json.loads(manifest.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                return None
+            name = data.get("name") if isinstance(data, dict) else None
+            return _KIND_OF_PACKAGE.get(name) if isinstance(name, str) else None
+    return None
+
+
+def program_for(agent: str, program: Path) -> Path:
+    """What a seat of ``agent`` runs for the ``program`` a user named: Codex's binary for its JS shim
+    (``bin/codex.js``, or ``node_modules/.bin/codex``), else the program itself."""
+    program = program.resolve()
+    if agent == CODEX and program.suffix == ".js":
+        root = package_root(program)  # node_modules/@openai/codex
+        return binary_in(CODEX, root.parent.parent.parent)
+    return program

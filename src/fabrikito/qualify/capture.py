@@ -21,8 +21,9 @@ from pathlib import Path
 
 from fabrikito.base.errors import TmuxError
 from fabrikito.base.tmux import Server
-from fabrikito.offline import claude_setup, seatkit
+from fabrikito.offline import claude_setup, other_setup, seatkit
 from fabrikito.offline.claude_setup import Renderer
+from fabrikito.offline.other_setup import OtherSeat
 from fabrikito.offline.seatkit import Seat
 from fabrikito.offline.standin import StandIn
 from fabrikito.screen import PaneSnapshot
@@ -100,11 +101,13 @@ class Job:
     release: str
     out: Path | None = None
     log: Callable[[str], None] = print
+    agent: str = "claude"  # or another agent of :mod:`fabrikito.offline.other_setup` (seats by :meth:`other`)
     captures: list[Capture] = field(default_factory=list)
     server: Server = field(init=False)
     standin: StandIn = field(init=False)
     home: Path = field(init=False)
     pids: list[int] = field(default_factory=list, init=False)
+    others: list[OtherSeat] = field(default_factory=list, init=False)
     started: int = field(default=0, init=False)  # seats started, for the benchmark
 
     def __post_init__(self) -> None:
@@ -152,14 +155,43 @@ class Job:
         self.started += 1
         return seat
 
+    def other(
+        self, role: str = "a", *, wait: bool = True, width: int | None = None, answered: bool = True
+    ) -> OtherSeat:
+        """A seat of this job's (other) agent, with its own HOME under the job's folder."""
+        seat = other_setup.start_seat(
+            self.server,
+            self.agent,
+            self.binary,
+            role=role,
+            root=self.other_root(role),
+            base_url=self.standin.base_url(role),
+            session=f"seat-{role}",
+            width=width or self.width,
+            height=self.height,
+            wait=wait,
+            answered=answered,
+        )
+        self.others.append(seat)
+        self.started += 1
+        return seat
+
+    def other_root(self, role: str) -> Path:
+        """The folder of the next seat :meth:`other` starts (its HOME and its working folder ``work/<role>``)."""
+        return self.root / f"{role}-{self.started}"
+
     def end(self) -> None:
-        """Kill every session of this job's server (the seats exit on SIGHUP)."""
+        """Kill every session of this job's server (the seats exit on SIGHUP), then whatever a seat left."""
         try:
             self.server.kill_server()
         except TmuxError:
             pass
+        # The next seat starts a server on the same socket: not while this one is still going away.
+        seatkit.wait_until(lambda: not self.server.listening(), 10, what="the job's tmux server to exit")
         seatkit.stop_pids(self.pids)
         self.pids.clear()
+        other_setup.stop_seats(self.others)
+        self.others.clear()
 
     def close(self) -> None:
         self.end()
@@ -197,7 +229,10 @@ class Job:
         text = self.server.capture(pane)
         ansi = self.server.capture(pane, escapes=True)
         meta: dict[str, object] = dict(self.server.pane_fields(pane, META_FIELDS))
-        meta.update(renderer=self.renderer, case=case, claude_code=self.release)
+        if self.agent == "claude":
+            meta.update(renderer=self.renderer, case=case, claude_code=self.release)
+        else:
+            meta.update(renderer=self.renderer, case=case, agent=self.agent, release=self.release)
         if note:
             meta["note"] = note
         width, height = meta.get("pane_width", self.width), meta.get("pane_height", self.height)

@@ -1,4 +1,5 @@
-"""``fabrikito qualify``: check the user's own Claude Code release offline, and accept it when it passes."""
+"""``fabrikito qualify``: check the user's own Claude Code (or Codex CLI, or Gemini CLI) release offline, and
+accept it when it passes."""
 
 from __future__ import annotations
 
@@ -16,7 +17,10 @@ EPILOG = (
 
 def build_qualify(p: argparse.ArgumentParser) -> None:
     p.add_argument(
-        "--agent", metavar="PATH", help="the Claude Code to check (default: the team file's agent, else claude)"
+        "--agent",
+        metavar="PATH",
+        help="the agent to check: Claude Code, Codex CLI or Gemini CLI, told by its npm package "
+        "(default: the team file's agent, else claude)",
     )
     p.add_argument("--team", metavar="FILE", help="the team file whose agent to check (default: ./team.toml if any)")
     p.add_argument("--out", metavar="DIR", help="where to save the screens (default: a new folder in the cache)")
@@ -53,31 +57,39 @@ def cmd_qualify(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from fabrikito.base import xdg
+    from fabrikito.offline import other_setup
     from fabrikito.qualify.run import qualify, release_of
     from fabrikito.screen import releases
 
     binary = find_agent(args.agent, args.team)
     release = release_of(binary)
-    out = Path(args.out) if args.out else xdg.cache_home() / "qualify" / f"{release}-{time.strftime('%Y%m%d-%H%M%S')}"
+    agent = other_setup.kind_of(Path(binary)) or "claude"
+    if agent != "claude":
+        binary = str(other_setup.program_for(agent, Path(binary)))
+    name = releases.AGENT_NAMES[agent]
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    prefix = release if agent == "claude" else f"{agent}-{release}"
+    out = Path(args.out) if args.out else xdg.cache_home() / "qualify" / f"{prefix}-{stamp}"
 
     def line(text: str) -> None:
         print(text, flush=True)
 
-    outcome = qualify(binary, out=out, log=line, debug=line if args.verbose else lambda _t: None, release=release)
+    debug = line if args.verbose else lambda _t: None
+    outcome = qualify(binary, agent=agent, out=out, log=line, debug=debug, release=release)
     if not outcome.qualified or outcome.dialect is None:
-        line(f"\nClaude Code {release} is NOT qualified ({outcome.seconds:.0f}s): fabrikito still refuses it.")
+        line(f"\n{name} {release} is NOT qualified ({outcome.seconds:.0f}s): fabrikito still refuses it.")
         for problem in outcome.problems:
             line(f"  - {problem}")
         line(f"The screens (plain and with escapes) and the report are in {out}: attach that folder to a bug report.")
         return 1
-    line(f"\nClaude Code {release} qualified as dialect {outcome.dialect} in {outcome.seconds:.0f}s.")
+    line(f"\n{name} {release} qualified as dialect {outcome.dialect} in {outcome.seconds:.0f}s.")
     if args.no_record:
         line("Not recorded (--no-record).")
         return 0
     exe = outcome.exe or binary
     st = os.stat(exe)
     entry = releases.LocalQualification(
-        agent="claude",
+        agent=agent,
         release=release,
         dialect=outcome.dialect,
         sha256=releases.file_sha256(exe),

@@ -20,7 +20,9 @@ from typing import Any
 from fabrikito.qualify.capture import Capture
 from fabrikito.qualify.run import Outcome
 
-VARYING_META = ("claude_code", "note")  # not part of what a screen is: kept out of its key
+VARYING_META = ("claude_code", "release", "note")  # not part of what a screen is: kept out of its key
+#: Where another agent's evidence lives, under the folder of Claude Code's (same layout).
+OTHER_AGENTS = ("codex", "gemini")
 
 
 @dataclass
@@ -104,27 +106,36 @@ def manifests(folder: Path) -> list[Manifest]:
 def load_capture(folder: Path, name: str, key: str, release: str) -> Capture:
     screens = folder / "screens"
     meta = json.loads((screens / f"{key}.json").read_text(encoding="utf-8"))
-    meta["claude_code"] = release
+    meta["release" if "agent" in meta else "claude_code"] = release
     text = (screens / f"{key}.txt").read_text(encoding="utf-8")
     ansi = (screens / f"{key}.ansi").read_text(encoding="utf-8")
     return Capture(name, str(meta.get("case", "")), str(meta.get("renderer", "")), text, ansi, meta)
 
 
-def table_source(found: list[Manifest]) -> str:
-    """The text of ``src/fabrikito/screen/qualified.py`` for the qualified releases among ``found``."""
-    rows = "".join(f'    "{m.release}": "{m.dialect}",\n' for m in found if m.qualified and m.dialect)
+def _rows(found: list[Manifest]) -> str:
+    return "".join(f'    "{m.release}": "{m.dialect}",\n' for m in found if m.qualified and m.dialect)
+
+
+def table_source(found: list[Manifest], others: dict[str, list[Manifest]] | None = None) -> str:
+    """The text of ``src/fabrikito/screen/qualified.py``: the qualified releases among ``found`` (Claude
+    Code's) and among ``others`` (agent -> its manifests)."""
+    others = others or {}
+    tables = "".join(
+        f"\n{agent.upper()}: dict[str, str] = {{\n" + _rows(others.get(agent, [])) + "}\n" for agent in OTHER_AGENTS
+    )
     return (
-        '"""The Claude Code releases this copy of fabrikito has qualified, and the dialect each speaks.\n\n'
+        '"""The agent releases this copy of fabrikito has qualified, and the dialect each speaks.\n\n'
         "Written by ``scripts/qualify_releases.py`` from the captures of each release's\n"
-        "real binary (``tests/fixtures/releases/``); not edited by hand.  A release\n"
-        'enters only when every capture of the catalogue was read as expected.\n"""\n\n'
+        "real binary (``tests/fixtures/releases/``, another agent's under its name); not\n"
+        "edited by hand.  A release enters only when every capture of its agent's\n"
+        'catalogue was read as expected.\n"""\n\n'
         "from __future__ import annotations\n\n"
-        "CLAUDE: dict[str, str] = {\n" + rows + "}\n"
+        "CLAUDE: dict[str, str] = {\n" + _rows(found) + "}\n" + tables
     )
 
 
-def compatibility_doc(found: list[Manifest]) -> str:
-    """``docs/compatibility.md``: a row per release."""
+def compatibility_doc(found: list[Manifest], others: dict[str, list[Manifest]] | None = None) -> str:
+    """``docs/compatibility.md``: a row per release, Claude Code's first, then each other agent's."""
     lines = [
         "# Compatibility: Claude Code releases",
         "",
@@ -144,4 +155,35 @@ def compatibility_doc(found: list[Manifest]) -> str:
     for m in found:
         result = "qualified" if m.qualified else "NOT qualified: " + "; ".join(m.problems[:3]).replace("|", "\\|")
         lines.append(f"| {m.release} | {m.date} | {m.dialect or '-'} | {m.checked} | {result} |")
+    lines += _other_sections(others or {})
     return "\n".join(lines) + "\n"
+
+
+_OTHER_NAMES = {"codex": "Codex CLI (`@openai/codex`)", "gemini": "Gemini CLI (`@google/gemini-cli`)"}
+
+
+def _other_sections(others: dict[str, list[Manifest]]) -> list[str]:
+    lines = [
+        "",
+        "## Other agents",
+        "",
+        "Codex CLI and Gemini CLI releases are qualified the same way, through their own catalogue",
+        "(`src/fabrikito/qualify/others.py`: the empty box, typed and pasted text with the label, the",
+        "longest paste shown as it is and the shortest shown as a placeholder, a finished turn, a busy",
+        "turn, text typed while busy, a reply still streaming, an interrupted turn, the approval dialog,",
+        "the start-up dialog, copy mode), in the one screen each draws, 120x40. A busy screen must be",
+        "read as not typable. The messaging checks of Claude Code (registry, hook, inbox) do not apply.",
+        "Their captures are in `tests/fixtures/releases/<agent>/`.",
+    ]
+    for agent in OTHER_AGENTS:
+        lines += [
+            "",
+            f"### {_OTHER_NAMES[agent]}",
+            "",
+            "| release | date qualified | dialect | what was checked | result |",
+        ]
+        lines.append("|---|---|---|---|---|")
+        for m in others.get(agent, []):
+            result = "qualified" if m.qualified else "NOT qualified: " + "; ".join(m.problems[:3]).replace("|", "\\|")
+            lines.append(f"| {m.release} | {m.date} | {m.dialect or '-'} | {m.checked} | {result} |")
+    return lines

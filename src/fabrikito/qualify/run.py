@@ -23,7 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fabrikito.base.errors import FabrikitoError
-from fabrikito.qualify import catalogue, messaging
+from fabrikito.offline.claude_setup import Renderer
+from fabrikito.qualify import catalogue, messaging, others
 from fabrikito.qualify.capture import Capture, Job
 from fabrikito.screen import releases
 
@@ -51,10 +52,16 @@ class Outcome:
     seconds: float = 0.0
     exe: str | None = None  # the program the seats ran (what a local record fingerprints)
     seats_started: int = 0
+    agent: str = "claude"
 
     @property
     def qualified(self) -> bool:
         return self.dialect is not None and not self.problems
+
+
+def renderer_of(agent: str) -> Renderer:
+    """The one screen an agent other than Claude Code draws: Codex the alternate screen, Gemini inline."""
+    return "fullscreen" if agent == "codex" else "inline"
 
 
 def release_of(binary: str, timeout: float = 30.0) -> str:
@@ -109,13 +116,22 @@ def _read_by_some_dialect(captures: Sequence[Capture], agent: str, release: str)
     return bool(captures) and any(not judge_all(captures, d, release) for d in releases.dialects(agent))
 
 
+def expectation_of(agent: str, capture: Capture) -> catalogue.Expect | None:
+    """What ``capture`` of ``agent`` must be read as (by its catalogue)."""
+    if agent != "claude":
+        return others.expectation(agent, capture.case)
+    snap = capture.snapshot()
+    return catalogue.expectation(capture.case, snap.width, snap.height)
+
+
 def judge_all(captures: Sequence[Capture], dialect: str, release: str) -> list[str]:
     """Every capture read by ``dialect`` against its expectation; the differences."""
     recogniser = releases.make(dialect, release)
+    agent = releases.agent_of(dialect)
     problems = []
     for cap in captures:
         snap = cap.snapshot()
-        exp = catalogue.expectation(cap.case, snap.width, snap.height)
+        exp = expectation_of(agent, cap)
         if exp is None:
             continue
         for problem in catalogue.judge(exp, recogniser.recognise(snap), recogniser):
@@ -142,10 +158,11 @@ def qualify(
     """
     t0 = time.monotonic()
     release = release if release is not None else release_of(binary)
-    chosen = [c for c in catalogue.CASES if (c.quick or not quick) and (cases is None or c.name in cases)]
+    catalogue_cases = catalogue.CASES if agent == "claude" else others.cases_for(agent)
+    chosen = [c for c in catalogue_cases if (c.quick or not quick) and (cases is None or c.name in cases)]
     root = Path(tempfile.mkdtemp(prefix=f"fabrikito-qualify-{release}-"))
     folder = out if out is not None else root / "screens"
-    outcome = Outcome(release=release, binary=binary, folder=folder)
+    outcome = Outcome(release=release, binary=binary, folder=folder, agent=agent)
     lock = threading.Lock()
 
     def say(line: str) -> None:
@@ -153,10 +170,17 @@ def qualify(
             log(line)
 
     width, height = size
+    name = releases.AGENT_NAMES.get(agent, agent)
+    if agent == "claude":
+        renderers: tuple[Renderer, ...] = ("inline", "fullscreen")
+        say(f"qualifying {name} {release} ({binary}): {len(chosen)} states in both renderers, then messaging")
+    else:
+        renderers = (renderer_of(agent),)
+        messaging_checks = False  # Claude Code's registry, hook and inbox: none of them exists here
+        say(f"qualifying {name} {release} ({binary}): {len(chosen)} states")
     jobs = [
-        Job(r, width, height, root / r, Path(binary), release, out=folder, log=debug) for r in ("inline", "fullscreen")
+        Job(r, width, height, root / r, Path(binary), release, out=folder, log=debug, agent=agent) for r in renderers
     ]
-    say(f"qualifying Claude Code {release} ({binary}): {len(chosen)} states in both renderers, then messaging")
     try:
         with ThreadPoolExecutor(max_workers=len(jobs)) as pool:
             for found in pool.map(lambda j: drive(j, chosen, log=say, agent=agent), jobs):
@@ -212,6 +236,7 @@ def write_report(outcome: Outcome) -> None:
         return
     outcome.folder.mkdir(parents=True, exist_ok=True)
     data = {
+        "agent": outcome.agent,
         "release": outcome.release,
         "binary": outcome.binary,
         "qualified": outcome.qualified,
@@ -221,8 +246,7 @@ def write_report(outcome: Outcome) -> None:
         "seconds": round(outcome.seconds, 1),
     }
     (outcome.folder / "report.json").write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
-    lines = [
-        f"Claude Code {outcome.release} ({outcome.binary}): " + ("qualified" if outcome.qualified else "NOT qualified")
-    ]
+    name = releases.AGENT_NAMES.get(outcome.agent, outcome.agent)
+    lines = [f"{name} {outcome.release} ({outcome.binary}): " + ("qualified" if outcome.qualified else "NOT qualified")]
     lines += [f"- {p}" for p in outcome.problems]
     (outcome.folder / "report.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")

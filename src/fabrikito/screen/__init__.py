@@ -21,6 +21,7 @@ from fabrikito.base.values import frozen
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy knows the name)
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Literal, Protocol
 
     Renderer = Literal["inline", "fullscreen"]
@@ -140,9 +141,10 @@ def normalise(text: str) -> str:
     return "".join(text.split())
 
 
-def is_label_and_placeholder(box: str, label: str) -> bool:
-    """Whether ``box`` is ``label`` and exactly one paste placeholder, white space aside."""
-    return re.fullmatch(re.escape(normalise(label)) + _PLACEHOLDER_NORMALISED, normalise(box)) is not None
+def is_label_and_placeholder(box: str, label: str, pattern: str = _PLACEHOLDER_NORMALISED) -> bool:
+    """Whether ``box`` is ``label`` and exactly one paste placeholder (``pattern``: Claude Code's by
+    default, a regular expression on text with white space left out), white space aside."""
+    return re.fullmatch(re.escape(normalise(label)) + pattern, normalise(box)) is not None
 
 
 def may_collapse(message: str) -> bool:
@@ -156,6 +158,17 @@ def may_collapse(message: str) -> bool:
     return (
         len(message.encode("utf-16-le", "surrogatepass")) // 2 > COLLAPSE_LENGTH or "\n" in message or "\r" in message
     )
+
+
+def claude_placeholder(message: str) -> str | None:
+    """The placeholder Claude Code may show for a paste of ``message`` (a regular expression on text
+    with white space left out), or ``None`` when it shows the text itself."""
+    return _PLACEHOLDER_NORMALISED if may_collapse(message) else None
+
+
+def _is_collapsed(box: str, label: str, message: str, placeholder: Callable[[str], str | None]) -> bool:
+    pattern = placeholder(message)
+    return pattern is not None and is_label_and_placeholder(box, label, pattern)
 
 
 def _box_at_bottom(reading: BoxReading) -> bool:
@@ -173,12 +186,15 @@ def check_label(reading: BoxReading, label: str) -> Verdict:
     return Verdict(True)
 
 
-def check_after_paste(reading: BoxReading, label: str, message: str) -> Verdict:
+def check_after_paste(
+    reading: BoxReading, label: str, message: str, placeholder: Callable[[str], str | None] = claude_placeholder
+) -> Verdict:
     """The Enter rule: whether the box now holds the labelled message and nothing else.
 
     Enter only when the box holds exactly ``label + message`` (white space
-    aside), or ``label`` and exactly one ``[Pasted text #N]`` placeholder (for
-    a message that can collapse to one, see :func:`may_collapse`), or
+    aside), or ``label`` and exactly the one placeholder the agent shows for
+    a paste of ``message`` (``placeholder``; Claude Code's ``[Pasted text
+    #N]`` for a message that can collapse to one, see :func:`may_collapse`), or
     the visible end of a message taller than the box: the box full, its text
     the last :data:`MIN_VISIBLE_END` or more characters of the message.
     Characters are counted with white space left out.
@@ -190,7 +206,7 @@ def check_after_paste(reading: BoxReading, label: str, message: str) -> Verdict:
     box = normalise(reading.box_text)
     whole = normalise(label + message)
     if not reading.full:
-        if reading.top_visible and (box == whole or (may_collapse(message) and is_label_and_placeholder(box, label))):
+        if reading.top_visible and (box == whole or _is_collapsed(box, label, message, placeholder)):
             return Verdict(True)
         return Verdict(False, FEWER_ROWS)
     # A full box: what shows may be only the end of the text.
@@ -201,7 +217,12 @@ def check_after_paste(reading: BoxReading, label: str, message: str) -> Verdict:
     return Verdict(True)
 
 
-def flush_matches(reading: BoxReading, record_label: str, record_body: str) -> bool:
+def flush_matches(
+    reading: BoxReading,
+    record_label: str,
+    record_body: str,
+    placeholder: Callable[[str], str | None] = claude_placeholder,
+) -> bool:
     """Whether ``flush`` may submit the box: what it holds is a non-empty start of the record.
 
     The box, white space left out, must be a start of ``record_label +
@@ -217,7 +238,7 @@ def flush_matches(reading: BoxReading, record_label: str, record_body: str) -> b
     if reading.full:
         # Only the end of a taller text may show: flush it when say's own Enter rule would have
         # sent it, the end of the whole record (label and body) with enough of it visible.
-        return bool(record_body) and check_after_paste(reading, record_label, record_body).ok
+        return bool(record_body) and check_after_paste(reading, record_label, record_body, placeholder).ok
     if not reading.top_visible:
         return False
     box = normalise(reading.box_text)
@@ -225,23 +246,27 @@ def flush_matches(reading: BoxReading, record_label: str, record_body: str) -> b
         return False
     if normalise(record_label + record_body).startswith(box):
         return True
-    return may_collapse(record_body) and is_label_and_placeholder(box, record_label)
+    return _is_collapsed(box, record_label, record_body, placeholder)
 
 
 # -- recognisers ------------------------------------------------------------------------
 
 
 class StandardChecks:
-    """The pure checks as methods, for recognisers that use them unchanged."""
+    """The pure checks as methods, for recognisers that use them unchanged but for the placeholder a
+    paste may show as (:meth:`placeholder`, Claude Code's by default)."""
+
+    def placeholder(self, message: str) -> str | None:
+        return claude_placeholder(message)
 
     def check_label(self, reading: BoxReading, label: str) -> Verdict:
         return check_label(reading, label)
 
     def check_after_paste(self, reading: BoxReading, label: str, message: str) -> Verdict:
-        return check_after_paste(reading, label, message)
+        return check_after_paste(reading, label, message, self.placeholder)
 
     def flush_matches(self, reading: BoxReading, record_label: str, record_body: str) -> bool:
-        return flush_matches(reading, record_label, record_body)
+        return flush_matches(reading, record_label, record_body, self.placeholder)
 
 
 class FailClosedRecogniser(StandardChecks):
@@ -286,13 +311,14 @@ def recogniser_for(agent: str, version: str | None, *, exe: str | None = None) -
     """
     from fabrikito.screen import releases
 
-    if agent != "claude":
+    name = releases.AGENT_NAMES.get(agent)
+    if name is None:
         return FailClosedRecogniser(agent, version or "", f"{agent} is not an agent fabrikito recognises")
     if version is None:
-        return FailClosedRecogniser(agent, "", "fabrikito cannot tell which Claude Code release runs in the pane")
+        return FailClosedRecogniser(agent, "", f"fabrikito cannot tell which {name} release runs in the pane")
     found = releases.lookup(agent, version, exe)
     if found is None:
         return FailClosedRecogniser(
-            agent, version, f"Claude Code {version} is not a release fabrikito has qualified: {QUALIFY_ADVICE}"
+            agent, version, f"{name} {version} is not a release fabrikito has qualified: {QUALIFY_ADVICE}"
         )
     return releases.make(found.dialect, version)

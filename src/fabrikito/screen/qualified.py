@@ -1,8 +1,9 @@
-"""The Claude Code releases this copy of fabrikito has qualified, and the dialect each speaks.
+"""The agent releases this copy of fabrikito has qualified, and the dialect each speaks.
 
 Written by ``scripts/qualify_releases.py`` from the captures of each release's
-real binary (``tests/fixtures/releases/``); not edited by hand.  A release
-enters only when every capture of the catalogue was read as expected.
+real binary (``tests/fixtures/releases/``, another agent's under its name); not
+edited by hand.  A release enters only when every capture of its agent's
+catalogue was read as expected.
 """
 
 from __future__ import annotations
@@ -24,4 +25,12 @@ CLAUDE: dict[str, str] = {
     "2.1.330": "claude-2.1.326",
     "2.1.331": "claude-2.1.331",
     "2.1.332": "claude-2.1.331",
+}
+
+CODEX: dict[str, str] = {
+    "0.171.0": "codex-0.171",
+}
+
+GEMINI: dict[str, str] = {
+    "0.61.0": "gemini-0.61",
 }

@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from fabrikito.base.values import frozen
-from fabrikito.screen.qualified import CLAUDE
+from fabrikito.screen.qualified import CLAUDE, CODEX, GEMINI
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy knows the name)
 if TYPE_CHECKING:
@@ -52,14 +52,35 @@ def _claude_2_1_331(version: str) -> Recogniser:
     return Claude21331(version)
 
 
-#: dialect name -> factory(release), oldest first.  A new dialect is a module and a line here.
+def _codex_0_171(version: str) -> Recogniser:
+    from fabrikito.screen.codex_0_171 import Codex0171
+
+    return Codex0171(version)
+
+
+def _gemini_0_61(version: str) -> Recogniser:
+    from fabrikito.screen.gemini_0_61 import Gemini061
+
+    return Gemini061(version)
+
+
+#: dialect name -> factory(release), oldest first per agent.  A new dialect is a module and a line here.
 DIALECTS: dict[str, Callable[[str], Recogniser]] = {
     "claude-2.1.316": _claude_2_1_316,
     "claude-2.1.326": _claude_2_1_326,
     "claude-2.1.331": _claude_2_1_331,
+    "codex-0.171": _codex_0_171,
+    "gemini-0.61": _gemini_0_61,
 }
-_AGENT_OF_DIALECT = {name: "claude" for name in DIALECTS}
-_TABLES: dict[str, Mapping[str, str]] = {"claude": CLAUDE}
+_AGENT_OF_DIALECT = {name: name.split("-", 1)[0] for name in DIALECTS}
+_TABLES: dict[str, Mapping[str, str]] = {"claude": CLAUDE, "codex": CODEX, "gemini": GEMINI}
+#: The agents fabrikito recognises, and what each is called.
+AGENT_NAMES = {"claude": "Claude Code", "codex": "Codex CLI", "gemini": "Gemini CLI"}
+
+
+def agent_of(dialect: str) -> str:
+    """The agent a dialect belongs to (``claude-2.1.316`` -> ``claude``)."""
+    return _AGENT_OF_DIALECT.get(dialect, dialect.split("-", 1)[0])
 
 
 def dialects(agent: str = "claude") -> list[str]:

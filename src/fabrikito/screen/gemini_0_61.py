@@ -1,0 +1,185 @@
+"""The screen recogniser for Gemini CLI 0.61 (dialect ``gemini-0.61``).
+
+Facts from the captures of the real binary (``other-agents/README.md`` and
+``tests/fixtures/releases/gemini/``).  Gemini draws inline (the normal
+screen); at the bottom, the status row, a rule, the mode line, the input box
+and the footer::
+
+     ⠴ Thinking... (esc to cancel, 3s)            ? for shortcuts   status: busy, or hints only
+    ────────────────────────────────────────────  the rule (dim)
+     Shift+Tab to accept edits                    the mode line
+    ▄▄▄▄▄▄▄▄▄▄▄▄▄▄▄▄▄▄▄▄▄▄▄▄▄▄▄▄▄▄▄▄▄▄▄▄▄▄▄▄▄▄▄▄  the box's top: upper half blocks, full width
+     >  Type your message or @path/to/file        rows on the box's background; ``>`` then the text
+       continuation rows, indented three spaces   (an empty box: the cursor cell, then the placeholder)
+    ▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀▀  the box's bottom
+     workspace (/directory)   sandbox   /model    the footer
+     <cwd>                    no sandbox  Auto
+
+* The transcript echoes each prompt in the same half-block box; only the box
+  right above the footer, under the rule, is the live one.
+* Busy: ``(esc to cancel, Ns)`` on the status row, also while reply text
+  streams (Gemini keeps it until the turn ends).
+* Dialogs (approval, authentication) are bordered boxes drawn instead of the
+  input box, with the chosen option marked ``●``.
+* A paste of more than 5 lines, or of more than 500 UTF-16 code units, shows
+  as ``[Pasted Text: N lines]`` (more than 5 lines) or ``[Pasted Text: N
+  chars]`` (CR LF and CR read as one newline).
+
+Anything else fails closed.  See ``docs/screen-recognition.md``.
+"""
+
+from __future__ import annotations
+
+import re
+
+from fabrikito.base.values import replace
+from fabrikito.screen import NOT_READY, BoxReading, PaneSnapshot, Renderer, ScreenState
+from fabrikito.screen.agentscreen import BOX_TEXT_REASON, AgentScreen, blank, busy_reading, not_recognised, text
+from fabrikito.screen.ansi import Row
+
+VERSION = "0.61.0"
+DIALECT = "gemini-0.61"
+PROMPT = " > "
+INDENT = "   "
+PLACEHOLDER = "Type your message or @path/to/file"
+TOP = "▄"
+BOTTOM = "▀"
+RULE = "─"
+LINES = 5  # a paste of more lines shows as a placeholder
+CHARS = 500  # and so does one of more UTF-16 code units
+
+_BUSY_RE = re.compile(r"\(esc to cancel, [^()]*\)")
+_FOOTER_HEAD = re.compile(r" workspace \(/directory\) +sandbox +/model")
+_DIALOGS = (
+    ("Allow execution of", "approval dialog (a tool)"),
+    ("Allow modification", "approval dialog (edits)"),
+    ("How would you like to authenticate", "authentication dialog"),
+    ("Do you trust", "folder trust dialog"),
+)
+
+
+def placeholder(message: str) -> str | None:
+    """``[Pasted Text: N lines]`` or ``[Pasted Text: N chars]`` (white space left out) for a message
+    Gemini collapses, else ``None``."""
+    text_ = message.replace("\r\n", "\n").replace("\r", "\n")
+    lines = text_.count("\n") + 1
+    units = len(text_.encode("utf-16-le", "surrogatepass")) // 2
+    if lines > LINES:
+        return re.escape(f"[PastedText:{lines}lines]")
+    if units > CHARS:
+        return re.escape(f"[PastedText:{units}chars]")
+    return None
+
+
+def _full_line(row: Row, glyph: str, width: int) -> bool:
+    return text(row) == glyph * width
+
+
+def _on_box(row: Row) -> bool:
+    style = row.style_at(0)
+    return style is not None and style.bg is not None
+
+
+def _row_text(row: Row, start: int) -> tuple[str, bool]:
+    """The row's text from ``start`` on (the cursor cell kept as text), and whether the cursor sits there."""
+    pieces = []
+    cursor = False
+    skip = start
+    for run in row.runs:
+        piece = run.text[skip:] if skip else run.text
+        skip = max(0, skip - len(run.text))
+        cursor = cursor or (run.inverse and bool(piece))
+        pieces.append(piece)
+    return "".join(pieces).rstrip(" "), cursor
+
+
+class Gemini061(AgentScreen):
+    """Reads the screens of Gemini CLI 0.61."""
+
+    agent_name = "gemini"
+    dialect = DIALECT
+
+    def __init__(self, version: str = VERSION) -> None:
+        super().__init__(version)
+
+    def placeholder(self, message: str) -> str | None:
+        return placeholder(message)
+
+    def read(self, rows: tuple[Row, ...], snapshot: PaneSnapshot, renderer: Renderer) -> BoxReading:
+        width = snapshot.width
+        last = max(i for i, r in enumerate(rows) if not blank(r))
+        bottoms = [i for i in range(last + 1) if _full_line(rows[i], BOTTOM, width)]
+        if not bottoms or not _footer_ok(rows[bottoms[-1] + 1 : last + 1]):
+            dialog = _find_dialog(rows, last)
+            if dialog is not None:
+                return BoxReading(state=ScreenState.DIALOG, renderer=renderer, reason=NOT_READY, detail=dialog)
+            return not_recognised(renderer, "no input box over the footer at the bottom of the screen")
+        b = bottoms[-1]
+        t = b - 1
+        while t >= 0 and (_on_box(rows[t]) or blank(rows[t])) and not _full_line(rows[t], TOP, width):
+            t -= 1
+        if t < 0 or not _full_line(rows[t], TOP, width) or t + 1 >= b:
+            return not_recognised(renderer, "the input box has no top line")
+        if not any(_full_line(rows[i], RULE, width) for i in range(max(0, t - 3), t)):
+            return not_recognised(renderer, "no rule over the input box: not the live box")
+        first = rows[t + 1]
+        if not first.text.startswith(PROMPT) or not _on_box(first):
+            return not_recognised(renderer, "the input box's first row is not its > row")
+        if any(not (blank(r) or r.text.startswith(INDENT)) for r in rows[t + 2 : b]):
+            return not_recognised(renderer, "the input box's rows after the first are not continuation rows")
+        first_text, first_cursor = _row_text(first, len(PROMPT))
+        texts = [first_text] + [_row_text(r, len(INDENT))[0] for r in rows[t + 2 : b]]
+        box_rows = b - t - 1
+        reading = BoxReading(
+            state=ScreenState.BOX_TEXT,
+            renderer=renderer,
+            reason=BOX_TEXT_REASON,
+            detail="the input box holds text",
+            box_text="\n".join(texts),
+            box_rows=box_rows,
+            top_visible=True,
+            max_rows=box_rows,
+            full=False,
+            ends_screen=True,
+        )
+        empty = box_rows == 1 and first_cursor and first_text.strip(" ") == PLACEHOLDER
+        if empty:
+            reading = replace(reading, box_text="")
+        if any(_BUSY_RE.search(text(rows[i])) for i in range(max(0, t - 4), t)):
+            return busy_reading(reading, "the status row shows a running turn (esc to cancel)")
+        if not empty:
+            if reading.box_text.strip():
+                return reading
+            return replace(reading, detail="the input box holds blank lines")
+        if (snapshot.cursor_x, snapshot.cursor_y) != (len(PROMPT), t + 1):
+            return replace(
+                reading,
+                state=ScreenState.NOT_RECOGNISED,
+                reason=NOT_READY,
+                detail=f"the cursor ({snapshot.cursor_x},{snapshot.cursor_y}) is not in the empty box (3,{t + 1})",
+            )
+        return replace(reading, state=ScreenState.READY, reason="", detail="the input box is empty")
+
+
+def _footer_ok(rows: tuple[Row, ...]) -> bool:
+    """The rows under the box: the footer's head and its values row."""
+    filled = [r for r in rows if not blank(r)]
+    return 1 <= len(filled) <= 2 and _FOOTER_HEAD.fullmatch(text(filled[0])) is not None
+
+
+def _find_dialog(rows: tuple[Row, ...], last: int) -> str | None:
+    """The name of the bordered dialog that ends the screen, or ``None``."""
+    if not text(rows[last]).startswith("╰"):
+        return None
+    top = last
+    while top >= 0 and not text(rows[top]).startswith("╭"):
+        top -= 1
+    if top < 0:
+        return None
+    inside = [text(r) for r in rows[top : last + 1]]
+    if not any(re.match(r"│ +● [1-9][0-9]*\. \S", t) for t in inside):
+        return None
+    for mark, name in _DIALOGS:
+        if any(mark in t for t in inside):
+            return name
+    return "a dialog with numbered options"
