@@ -38,7 +38,10 @@ class Reader(StandardChecks):
         return "test"
 
     def recognise(self, snapshot: PaneSnapshot) -> BoxReading:
+        """As the Codex and Gemini recognisers do: a busy screen is never typable (not recognised, busy)."""
         text, _, state = snapshot.ansi.rstrip("\n").rpartition("|")
+        if state == "busy":
+            return BoxReading(ScreenState.NOT_RECOGNISED, "inline", reason="busy", busy=True, box_text=text)
         return BoxReading(
             state=ScreenState.READY if not text else ScreenState.BOX_TEXT,
             renderer="inline",
@@ -114,12 +117,12 @@ def test_the_enter_waits_the_agents_pause_after_the_paste(tmp_path: Path, agent:
 
     pane = Pane(
         shown(""),
-        {"paste": [shown(LABEL), shown(LABEL + MESSAGE)], "Enter": [shown("")]},
+        {"paste": [shown(LABEL), shown(LABEL + MESSAGE)], "Enter": [shown("", busy=True)]},
         pid=pid,
         on_call=clock,
     )
     result = deliver(tmp_path, kind, pane)
-    assert result.result is say.Result.DELIVERED, result.reason
+    assert result.result is say.Result.DELIVERED, result.reason  # the turn it started: busy, the box empty
     assert sent(pane) == ["paste", "paste", "Enter"]
     assert times["send-keys"] - times["load-buffer"] >= agents.kind(kind).enter_delay
 
@@ -129,8 +132,26 @@ def test_no_enter_when_the_seat_turned_busy_after_the_paste(tmp_path: Path, agen
     pane = Pane(shown(""), {"paste": [shown(LABEL), shown(LABEL + MESSAGE, busy=True)]}, pid=pid)
     result = deliver(tmp_path, kind, pane)
     assert result.result is say.Result.TYPED
-    assert "busy with a turn" in result.reason
     assert sent(pane) == ["paste", "paste"]  # the text waits in the box for flush; no Enter into the turn
+
+
+def test_no_enter_when_the_seat_turned_busy_during_the_pause(tmp_path: Path, agent: tuple[str, int]) -> None:
+    kind, pid = agent
+    looks_after_paste: list[int] = []
+
+    def turn_busy(n: int, argv: list[str]) -> None:
+        if argv[0] == "load-buffer":
+            looks_after_paste.clear()
+        elif argv[0] == "display-message" and pane.pastes == [LABEL, MESSAGE]:
+            looks_after_paste.append(n)
+            if len(looks_after_paste) == 2:  # the look after the pause, not the check right after the paste
+                pane.now = shown(LABEL + MESSAGE, busy=True)
+
+    pane = Pane(shown(""), {"paste": [shown(LABEL), shown(LABEL + MESSAGE)]}, pid=pid, on_call=turn_busy)
+    result = deliver(tmp_path, kind, pane)
+    assert result.result is say.Result.TYPED
+    assert "busy with a turn" in result.reason
+    assert sent(pane) == ["paste", "paste"]
 
 
 def test_claude_code_still_takes_a_message_while_busy() -> None:

@@ -79,6 +79,8 @@ def _flush_locked(ctx: say.Context, seat: Seat) -> FlushResult:
     grower = Grower(ctx.server, pane.window_id)
     try:
         _, reading = pane.read()
+        if reading.busy and not pane.kind.deliver_while_busy:
+            return FlushResult(msglog.Outcome.NOT_FLUSHED, _busy(pane.kind))
         if reading.state is ScreenState.READY:
             statedir.remove_quietly(say.paste_record_path(ctx.team, seat.role))
             refusals.clear(say.say_dir(ctx.team), seat.role)
@@ -114,8 +116,8 @@ def _flush_locked(ctx: say.Context, seat: Seat) -> FlushResult:
             ctx.server.send_keys(pane.pane_id, "Enter")
         except TmuxError as exc:
             return FlushResult(msglog.Outcome.NOT_FLUSHED, f"the Enter could not be sent ({exc})")
-        after = pane.wait(say._landed, timeout=say.ENTER_TIMEOUT)
-        if not say._landed(after):
+        after = pane.wait(pane.landed, timeout=say.ENTER_TIMEOUT)
+        if not pane.landed(after):
             return FlushResult(
                 msglog.Outcome.NOT_FLUSHED,
                 "one Enter was sent but the box was not seen empty afterwards; flush does not retry: attach and look",
@@ -128,6 +130,10 @@ def _flush_locked(ctx: say.Context, seat: Seat) -> FlushResult:
             grower.restore()
         except TmuxError:
             pass
+
+
+def _busy(kind: Any) -> str:
+    return say.busy_refusal(kind).replace("say waits", "flush waits").replace(" (send again then, or with --queue)", "")
 
 
 def _why_not(reading: Any) -> str:

@@ -169,6 +169,9 @@ class _Pane:
             raise SeatNotReady("the seat's pane is dead (its process exited)")
         return look, self.recogniser.recognise(look.snapshot)
 
+    def landed(self, reading: BoxReading) -> bool:
+        return landed(self.kind, reading)
+
     def wait(self, good: Callable[[BoxReading], bool], timeout: float = RENDER_TIMEOUT) -> BoxReading:
         """Read until ``good`` holds or the screen stops changing past the timeout."""
         return self.look_until(good, timeout)[1]
@@ -247,6 +250,8 @@ def _deliver_locked(ctx: Context, seat: Seat, sender: str, text: str) -> Deliver
     try:
         with signals_raise():
             reading = _checked(pane, grower, _ready_verdict, wait_for=None)
+            if reading.busy and not pane.kind.deliver_while_busy:
+                raise SeatNotReady(busy_refusal(pane.kind))
             if reading.state is ScreenState.BOX_TEXT and not ctx.note_box_text:
                 raise SeatNotReady("the input box holds text (someone typing, or an earlier message not sent)")
             if reading.state is ScreenState.BOX_TEXT:
@@ -268,8 +273,6 @@ def _deliver_locked(ctx: Context, seat: Seat, sender: str, text: str) -> Deliver
                 raise SeatNotReady(f"{reason} ({reading.detail})" if reading.detail else reason)
             if ctx.idle_only and reading.busy:
                 raise SeatNotReady("the seat is busy with a turn (a queued message waits, to arrive as its own turn)")
-            if reading.busy and not pane.kind.deliver_while_busy:
-                raise SeatNotReady(busy_refusal(pane.kind))
             refusals.clear(say_dir(ctx.team), seat.role)
             if ctx.on_paste is not None:
                 ctx.on_paste()
@@ -299,9 +302,9 @@ def _deliver_locked(ctx: Context, seat: Seat, sender: str, text: str) -> Deliver
                 ctx.server.send_keys(pane.pane_id, "Enter")
             except TmuxError as exc:
                 raise LeftInBox(f"the Enter could not be sent ({exc})") from None
-            after = pane.wait(_landed, timeout=ENTER_TIMEOUT)
+            after = pane.wait(pane.landed, timeout=ENTER_TIMEOUT)
             ctx.trace(f"{seat.role}: after the Enter the screen is {after.state.value}")
-            if not _landed(after):
+            if not pane.landed(after):
                 raise LeftInBox(
                     "the Enter was sent but the box was not seen empty afterwards, so it may not have landed"
                 )
@@ -341,11 +344,11 @@ def _before_enter(pane: _Pane, label: str, text: str) -> None:
         return  # Claude Code: the check that just passed is the last look
     time.sleep(pane.kind.enter_delay)
     _, reading = pane.read()
+    if reading.busy:
+        raise LeftInBox(busy_refusal(pane.kind).partition(": ")[0])
     verdict = pane.recogniser.check_after_paste(reading, label, text)
     if not verdict.ok:
         raise LeftInBox(verdict.reason)
-    if reading.busy and not pane.kind.deliver_while_busy:
-        raise LeftInBox(busy_refusal(pane.kind).partition(": ")[0])
 
 
 def _ready_verdict(reading: BoxReading) -> Verdict:
@@ -354,6 +357,14 @@ def _ready_verdict(reading: BoxReading) -> Verdict:
 
 def _landed(reading: BoxReading) -> bool:
     return reading.state in (ScreenState.READY, ScreenState.DIALOG)
+
+
+def landed(kind: AgentKind, reading: BoxReading) -> bool:
+    """Whether an Enter landed: the box empty again or a dialog; for an agent that shows no box while it
+    works (Codex, Gemini: their busy screens are never typable), a busy screen with an empty box too."""
+    if _landed(reading):
+        return True
+    return not kind.deliver_while_busy and reading.busy and not reading.box_text.strip()
 
 
 def _checked(

@@ -219,26 +219,36 @@ def _other_agent_at(pid: int, name: str, argv: Sequence[str], exe: str | None) -
     for path in paths:
         found = _package_of(path, pid)
         if found is not None and found[0] != "claude":
-            return Agent(pid=pid, name=found[0], version=release_from_package(found[1]), registry=None, exe=exe)
+            # The program that was qualified: the binary, or for a script run by node the script itself.
+            program = exe if path == exe else _resolved(path, pid)
+            return Agent(pid=pid, name=found[0], version=release_from_package(found[1]), registry=None, exe=program)
     for other in KINDS.values():
         if other.name != "claude" and name in other.program_names:
             return Agent(pid=pid, name=other.name, version=None, registry=None, exe=exe)
     return None
 
 
-def _package_of(path: str, pid: int) -> tuple[str, str] | None:
-    """(kind, version) of the known npm package ``path`` lies in (its ``package.json`` within four folders up)."""
-    from fabrikito.team.agents import BY_PACKAGE
-
+def _resolved(path: str, pid: int) -> str | None:
+    """``path`` as process ``pid`` sees it (relative to its working directory), links resolved."""
     if not os.path.isabs(path):
         try:
             path = os.path.join(os.readlink(f"/proc/{pid}/cwd"), path)
         except OSError:
             return None
     try:
-        here = Path(os.path.realpath(path)).parent
+        return os.path.realpath(path)
     except OSError:
         return None
+
+
+def _package_of(path: str, pid: int) -> tuple[str, str] | None:
+    """(kind, version) of the known npm package ``path`` lies in (its ``package.json`` within four folders up)."""
+    from fabrikito.team.agents import BY_PACKAGE
+
+    resolved = _resolved(path, pid)
+    if resolved is None:
+        return None
+    here = Path(resolved).parent
     for folder in (here, *list(here.parents)[:4]):
         try:
             data = json.loads((folder / "package.json").read_text(encoding="utf-8"))

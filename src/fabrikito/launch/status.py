@@ -315,12 +315,14 @@ def _screen_state(agent: seatpane.Agent, look: seatpane.Look | None) -> tuple[Se
         return SeatState.UNKNOWN, "its screen could not be read"
     if reading.state is ScreenState.DIALOG:
         return SeatState.WAITING, reading.detail or reading.reason
+    if reading.busy:  # its busy screens are never typable, whatever else they show
+        return SeatState.BUSY, ""
     if reading.state is ScreenState.BOX_TEXT:
         return SeatState.BOX_TEXT, ""
     if reading.state is ScreenState.COPY_MODE:
         return SeatState.IDLE, "in copy mode"
     if reading.state is ScreenState.READY:
-        return (SeatState.BUSY, "") if reading.busy else (SeatState.IDLE, "")
+        return SeatState.IDLE, ""
     return SeatState.UNKNOWN, reading.reason
 
 
