@@ -18,11 +18,13 @@ when it is idle:
 4. ``gm``, on ``[from cx]``, reports to ``em`` with ``say`` from its shell tool.
 
 The demo prints each of those lines as the log records them, each seat's
-screen line showing the labelled message, ``status`` and the log.  The demo's
-seats are the demo's own user: its Codex and Gemini seats run commands without
-asking (``-a never -s danger-full-access``, ``--approval-mode yolo``) and its
-Claude Code seat may run ``fabrikito say`` without asking, in the demo's
-folder only.  ``fabrikito demo --mixed --stop`` (or ``--stop``) stops it all.
+screen line showing the labelled message, ``status`` and the log.  The demo is
+its seats' user: its Codex seat runs commands without asking (``-a never -s
+danger-full-access``), its Gemini seat may run ``fabrikito say`` without asking
+(``--allowed-tools run_shell_command(<fabrikito> say)``; its YOLO mode draws
+another prompt, ``*``, which the recogniser does not take for the box), and so
+may its Claude Code seat (an allow rule in its own HOME).  ``fabrikito demo
+--mixed --stop`` stops it all.
 """
 
 from __future__ import annotations
@@ -153,7 +155,7 @@ def seat_setups(
     return {
         "em": ([], em_env, []),
         "cx": ([str(codex)], cx_env, ["-a", "never", "-s", "danger-full-access"] if unattended else []),
-        "gm": ([node, str(gemini)], gm_env, ["--approval-mode", "yolo"] if unattended else []),
+        "gm": ([node, str(gemini)], gm_env, ["--allowed-tools", f"run_shell_command({cli} say)"] if unattended else []),
     }
 
 
