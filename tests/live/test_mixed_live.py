@@ -202,6 +202,8 @@ def test_demo_mixed_messages_go_round_all_three_and_stop_leaves_nothing(tmp_path
     finally:
         demo.stop(directory, out=lines.append)
     assert not [p for pid in pane_pids for p in procs.session_members(pid)], "\n".join(lines)
+    for role in ("cx", "gm"):  # Gemini's relaunching parent outlives its pane unless down ends it
+        assert not other_setup.pids_with_home(directory / f"home-{role}"), "\n".join(lines)
 
 
 def _idle(mixed: Mixed, role: str) -> bool:
