@@ -24,11 +24,13 @@ Usage::
     .venv/bin/python scripts/capture_screens.py [--release 2.1.316] [--sizes 80x24,60x10]
         [--renderers inline,fullscreen] [--cases empty-box,busy] [--jobs 2] [--out DIR]
     .venv/bin/python scripts/capture_screens.py --agent codex [--sizes 120x40] [--cases busy]
+        [--env COLORTERM=truecolor]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import sys
 import tempfile
@@ -55,6 +57,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=2, help="renderer/size combinations run at once")
     parser.add_argument("--out", type=Path, help="default: tests/fixtures/screens/<release>")
     parser.add_argument("--agent", default="claude", choices=["claude", *other_setup.AGENTS])
+    parser.add_argument(
+        "--env",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="(codex, gemini) set for every seat and its tmux server (NAME= unsets it)",
+    )
     args = parser.parse_args(argv)
     if args.agent != "claude":
         return capture_other(args)
@@ -100,6 +109,12 @@ def capture_other(args: argparse.Namespace) -> int:
         print(f"unknown cases: {', '.join(unknown)}; {agent} has {', '.join(catalogue)}", file=sys.stderr)
         return 2
     binary = other_setup.ensure_agent(agent, version=release)
+    extra = dict(item.split("=", 1) for item in args.env)
+    for name, value in extra.items():  # the tmux servers the jobs start inherit this environment
+        if value:
+            os.environ[name] = value
+        else:
+            os.environ.pop(name, None)
     out = args.out or claude_setup.repo_root() / "tests" / "fixtures" / "screens" / f"{agent}-{release}"
     out.mkdir(parents=True, exist_ok=True)
     sizes = args.sizes if args.sizes != ",".join(SIZES) else "120x40"
@@ -107,7 +122,9 @@ def capture_other(args: argparse.Namespace) -> int:
     for size in sizes.split(","):
         width, height = (int(x) for x in size.split("x"))
         root = SCRATCH / f"{agent}-{size}"
-        jobs.append(Job(renderer_of(agent), width, height, root, binary, release, out=out, agent=agent))
+        jobs.append(
+            Job(renderer_of(agent), width, height, root, binary, release, out=out, agent=agent, other_env=extra)
+        )
     failures: list[str] = []
     try:
         with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:

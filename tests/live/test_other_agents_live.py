@@ -3,7 +3,10 @@ tmux server with their own HOME, one scripted turn each, a tool call through eac
 
 from __future__ import annotations
 
+import json
 import secrets
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,6 +21,8 @@ from fabrikito.offline.replies import Reply
 from fabrikito.offline.seatkit import wait_until
 from fabrikito.offline.standin import StandIn
 from fabrikito.screen import BoxReading, ScreenState, recogniser_for
+
+from .teamkit import clean_env
 
 pytestmark = pytest.mark.live
 
@@ -151,3 +156,82 @@ def test_the_recogniser_reads_a_live_seat_through_a_turn(bench: Bench, agent: st
         assert not any(r.state in (ScreenState.READY, ScreenState.BOX_TEXT) for r in seen)
         # Ready only once the reply is whole: the held one, or the last word of the streamed one.
         assert ("held reply done" if prompt == "please hold on" else "w11") in bench.server.capture(seat.pane)
+
+
+@pytest.mark.parametrize("agent", [CODEX, GEMINI])
+def test_what_an_enter_while_busy_does(bench: Bench, agent: str) -> None:
+    """Codex sends it at once, into the running turn (a steer: both prompts in a new request, the first
+    stream dropped); Gemini queues it and sends it as a turn of its own when the running one ends."""
+    seat = bench.start(agent)
+    bench.standin.on("hold on", Reply(text="the first reply", delay=8), seat="dev")
+    bench.standin.on("meanwhile", "the second reply", seat="dev")
+    _submit(bench.server, seat.pane, "please hold on")
+    first = bench.standin.wait_for_request("dev", "please hold on")
+    time.sleep(1.0)
+    mark = bench.standin.mark()
+    _submit(bench.server, seat.pane, "and meanwhile this")
+    second = bench.standin.wait_for_request("dev", "and meanwhile this", timeout=30, since=mark)
+    waited = second.at - first.at
+    if agent == CODEX:
+        assert waited < 5, f"Codex sent the second prompt {waited:.1f}s after the first (steer expected)"
+        body = str(second.body)
+        assert "please hold on" in body and "and meanwhile this" in body  # one request carries both
+        wait_until(lambda: "the second reply" in bench.server.capture(seat.pane), 30, what="the steered reply")
+    else:
+        assert waited >= 7.5, f"Gemini sent the second prompt {waited:.1f}s after the first (queue expected)"
+        assert "please hold on" not in second.last_user_text  # a turn of its own
+        screen = bench.server.capture(seat.pane)
+        assert "the first reply" in screen
+
+
+# -- fabrikito qualify --agent PATH ------------------------------------------------------------------
+
+
+def _qualify(program: Path, tmp_path: Path) -> tuple[int, str, Path]:
+    config = tmp_path / "config"
+    env = clean_env({"XDG_CONFIG_HOME": str(config), "XDG_CACHE_HOME": str(tmp_path / "cache")})
+    done = subprocess.run(
+        [sys.executable, "-m", "fabrikito", "qualify", "--agent", str(program), "--out", str(tmp_path / "screens")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=400,
+        check=False,
+    )
+    return done.returncode, done.stdout + done.stderr, config / "fabrikito" / "qualified.json"
+
+
+@pytest.mark.parametrize("agent", [CODEX, GEMINI])
+def test_qualify_takes_a_codex_or_gemini_program_and_records_it(agent: str, tmp_path: Path) -> None:
+    release = other_setup.PINNED[agent]
+    program = other_setup.tools_dir_for(agent, release) / "node_modules" / ".bin" / agent  # what a user has on PATH
+    other_setup.ensure_agent(agent)
+    code, output, record = _qualify(program, tmp_path)
+    assert code == 0, output
+    name = "Codex CLI" if agent == CODEX else "Gemini CLI"
+    assert f"{name} {release} qualified as dialect {agent}-" in output, output
+    [entry] = json.loads(record.read_text(encoding="utf-8"))["qualified"]
+    assert entry["agent"] == agent and entry["release"] == release
+    # The program a seat runs: Codex's binary (not its JS shim), Gemini's bundle.
+    assert entry["binary"] == str(other_setup.ensure_agent(agent).resolve())
+    saved = {p.name for p in (tmp_path / "screens").iterdir()}
+    renderer = "fullscreen" if agent == CODEX else "inline"
+    for case in ("empty-box-fresh-start", "busy", "busy-streaming", "approval-dialog", "copy-mode"):
+        assert f"{renderer}-120x40-{case}.ansi" in saved
+
+
+def test_qualify_fails_closed_on_a_codex_that_draws_something_else(tmp_path: Path) -> None:
+    """A program inside an ``@openai/codex`` package that is no Codex we know: nothing qualifies, nothing
+    is recorded, and the report says what could not be reached."""
+    package = tmp_path / "node_modules" / "@openai" / "codex"
+    package.mkdir(parents=True)
+    (package / "package.json").write_text('{"name": "@openai/codex", "version": "2.1.999"}\n', encoding="utf-8")
+    program = package / "codex-other"
+    fake = Path(__file__).resolve().parent / "fake_agent.py"
+    program.write_text(f'#!/bin/sh\nexec {sys.executable} {fake} "$@"\n', encoding="utf-8")
+    program.chmod(0o755)
+    code, output, record = _qualify(program, tmp_path)
+    assert code == 1, output
+    assert "Codex CLI 2.1.999 is NOT qualified" in output
+    assert "empty input box" in output  # what could not be reached is named
+    assert not record.exists()

@@ -3,6 +3,7 @@ the paste placeholders, and variations that must fail closed."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -281,3 +282,25 @@ def test_gemini_busy_status_on_an_empty_box() -> None:
     cursor = (int(str(capture.meta["cursor_x"])), int(str(capture.meta["cursor_y"])))
     reading = Gemini061().recognise(snap(busy, cursor=cursor))
     assert reading.busy and reading.state is NOT_RECOGNISED and reading.box_text == ""
+
+
+# -- other pane sizes (scripts/capture_screens.py --agent ... --sizes 220x50,80x24,60x20) ---------------------
+
+SIZED = sorted(
+    (agent, path)
+    for agent, release in (("codex", "0.171.0"), ("gemini", "0.61.0"))
+    for path in (FIXTURES.parent / "screens" / f"{agent}-{release}").glob("*.json")
+)
+
+
+@pytest.mark.parametrize(("agent", "path"), SIZED, ids=[p.stem for _, p in SIZED])
+def test_captures_at_other_sizes_are_read_as_expected(agent: str, path: Path) -> None:
+    """At 80 columns Codex wraps its model line and cuts its hint row, and a long text pushes its footer
+    out; at 220 the rows are wider: every state still reads as its catalogue expects."""
+    meta = json.loads(path.read_text(encoding="utf-8"))
+    ansi = path.with_suffix(".ansi").read_text(encoding="utf-8")
+    capture = Capture(path.stem, str(meta["case"]), str(meta["renderer"]), "", ansi, meta)
+    expected = others.expectation(agent, capture.case)
+    assert expected is not None, capture.case
+    recogniser = recogniser_for(agent, str(meta["release"]))
+    assert catalogue.judge(expected, recogniser.recognise(capture.snapshot()), recogniser) == []

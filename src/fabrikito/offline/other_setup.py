@@ -219,6 +219,7 @@ def seat_launch(
     environ: Mapping[str, str] | None = None,
     args: Sequence[str] = (),
     answered: bool = True,
+    extra_env: Mapping[str, str] | None = None,
 ) -> tuple[list[str], dict[str, str]]:
     """The ``(argv, env)`` of an offline seat of ``agent`` running ``binary`` in ``workdir``.
 
@@ -228,7 +229,8 @@ def seat_launch(
     see (those ``env`` sets again are kept); ``env`` is what to set (``tmux
     new-session -e``).  ``argv`` execs the agent, so the pane's process is it.
     With ``answered`` false the start-up question is left open (Codex: trust
-    for ``workdir``; Gemini: the kind of authentication).
+    for ``workdir``; Gemini: the kind of authentication).  ``extra_env`` is set
+    too; a name given an empty value there is unset instead.
     """
     workdir.mkdir(parents=True, exist_ok=True)
     env = {"HOME": str(home), "LANG": os.environ.get("LANG") or "C.UTF-8"}
@@ -260,8 +262,12 @@ def seat_launch(
         program = [node, str(binary)]
     else:
         raise BenchError(f"no offline set-up for agent {agent!r}: known are {', '.join(AGENTS)}")
+    env.update(extra_env or {})
+    cleared = sorted(k for k, v in env.items() if v == "")  # an empty value in extra_env unsets the name
+    for name in cleared:
+        del env[name]
     unset: list[str] = []
-    for name in strip_names(os.environ if environ is None else environ):
+    for name in sorted({*strip_names(os.environ if environ is None else environ), *cleared}):
         if name not in env:
             unset += ["-u", name]
     return ["env", *unset, *program, *args], env
@@ -316,6 +322,8 @@ def start_seat(
     wait: bool = True,
     timeout: float = 60.0,
     answered: bool = True,
+    args: Sequence[str] = (),
+    extra_env: Mapping[str, str] | None = None,
 ) -> OtherSeat:
     """Start ``agent`` for ``role`` in a new tmux session (HOME ``root/home-<role>``, working folder
     ``root/work/<role>``); with ``wait``, wait until its empty input box shows."""
@@ -324,7 +332,7 @@ def start_seat(
     name = session or role
     home = root / f"home-{role}"
     workdir = root / "work" / role
-    argv, env = seat_launch(agent, binary, home=home, workdir=workdir, base_url=base_url, answered=answered)
+    argv, env = seat_launch(agent, binary, home=home, workdir=workdir, base_url=base_url, answered=answered, args=args)
     pane = server.new_session(name, argv, cwd=str(workdir), width=width, height=height, env=env)
     pid = int(server.display(pane, "#{pane_pid}"))
     seat = OtherSeat(agent, role, name, pane, pid, home, workdir, binary)

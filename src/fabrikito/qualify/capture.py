@@ -15,7 +15,7 @@ import json
 import secrets
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -102,6 +102,7 @@ class Job:
     out: Path | None = None
     log: Callable[[str], None] = print
     agent: str = "claude"  # or another agent of :mod:`fabrikito.offline.other_setup` (seats by :meth:`other`)
+    other_env: dict[str, str] = field(default_factory=dict)  # set for every seat :meth:`other` starts
     captures: list[Capture] = field(default_factory=list)
     server: Server = field(init=False)
     standin: StandIn = field(init=False)
@@ -156,7 +157,13 @@ class Job:
         return seat
 
     def other(
-        self, role: str = "a", *, wait: bool = True, width: int | None = None, answered: bool = True
+        self,
+        role: str = "a",
+        *,
+        wait: bool = True,
+        width: int | None = None,
+        answered: bool = True,
+        args: Sequence[str] = (),
     ) -> OtherSeat:
         """A seat of this job's (other) agent, with its own HOME under the job's folder."""
         seat = other_setup.start_seat(
@@ -171,6 +178,8 @@ class Job:
             height=self.height,
             wait=wait,
             answered=answered,
+            args=args,
+            extra_env=self.other_env,
         )
         self.others.append(seat)
         self.started += 1
@@ -233,6 +242,8 @@ class Job:
             meta.update(renderer=self.renderer, case=case, claude_code=self.release)
         else:
             meta.update(renderer=self.renderer, case=case, agent=self.agent, release=self.release)
+            if self.other_env:
+                meta["env"] = " ".join(f"{k}={v}" for k, v in sorted(self.other_env.items()))
         if note:
             meta["note"] = note
         width, height = meta.get("pane_width", self.width), meta.get("pane_height", self.height)

@@ -170,9 +170,10 @@ def _other_sections(others: dict[str, list[Manifest]]) -> list[str]:
         "Codex CLI and Gemini CLI releases are qualified the same way, through their own catalogue",
         "(`src/fabrikito/qualify/others.py`: the empty box, typed and pasted text with the label, the",
         "longest paste shown as it is and the shortest shown as a placeholder, a finished turn, a busy",
-        "turn, text typed while busy, a reply still streaming, an interrupted turn, the approval dialog,",
-        "the start-up dialog, copy mode), in the one screen each draws, 120x40. A busy screen must be",
-        "read as not typable. The messaging checks of Claude Code (registry, hook, inbox) do not apply.",
+        "turn, text typed while busy, a prompt sent while busy, a reply still streaming, an interrupted",
+        "turn, the approval dialog, the start-up dialog, copy mode; Codex: a text taller than its box;",
+        "Gemini: YOLO and shell mode), in the one screen each draws, 120x40. A busy screen must be read",
+        "as not typable. The messaging checks of Claude Code (registry, hook, inbox) do not apply.",
         "Their captures are in `tests/fixtures/releases/<agent>/`.",
     ]
     for agent in OTHER_AGENTS:

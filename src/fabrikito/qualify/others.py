@@ -133,6 +133,25 @@ def _busy(job: Job) -> None:
     job.save(seat.pane, "interrupted", note="Esc during the held turn")
 
 
+def _enter_while_busy(job: Job) -> None:
+    """A prompt submitted while a held turn runs: Codex sends it into the turn at once (a steer), Gemini
+    queues it (``Queued (press ↑ to edit)``) until the turn ends.  Either way the seat stays busy."""
+    seat = _fresh(job)
+    job.standin.on("take your time", Reply(text="finally done", delay=120), seat=seat.role)
+    job.standin.on("and meanwhile", Reply(text="still going", delay=120), seat=seat.role)
+    submit(job, seat, "please take your time")
+    job.standin.wait_for_request(seat.role, "take your time", 20)
+    _wait_text(job, seat, BUSY_MARKS[job.agent], "the working line")
+    submit(job, seat, "and meanwhile this")
+    if job.agent == CODEX:
+        job.standin.wait_for_request(seat.role, "and meanwhile this", 20)
+    else:
+        _wait_text(job, seat, "Queued", "the queued prompt")
+    _wait_text(job, seat, BUSY_MARKS[job.agent], "the working line again")
+    time.sleep(1.0)
+    job.save(seat.pane, "busy-after-enter", note="Enter on a second prompt while the first turn runs")
+
+
 def _streaming(job: Job) -> None:
     """A reply that streams a word every second: part of it shows while the turn still runs."""
     seat = _fresh(job)
@@ -154,6 +173,20 @@ def _approval(job: Job) -> None:
     _wait_text(job, seat, question, "the approval dialog", 30)
     job.settle(seat.pane)
     job.save(seat.pane, "approval-dialog", note=f"the stand-in calls {call.tool}")
+
+
+def _modes(job: Job) -> None:
+    """Gemini's other input modes: YOLO (``--yolo``: prompt ``*``, typable) and shell mode (``!`` typed into
+    the empty box: Enter would run the text as a shell command, never typable)."""
+    seat = job.other(args=["--yolo"])
+    job.settle(seat.pane)
+    job.save(seat.pane, "empty-box-yolo", note="started with --yolo")
+    job.end()
+    seat = _fresh(job)
+    job.server.send_keys(seat.pane, "!", literal=True)
+    _wait_text(job, seat, "shell mode enabled", "shell mode")
+    job.settle(seat.pane)
+    job.save(seat.pane, "shell-mode", note="'!' typed into the empty box")
 
 
 def _start_dialog(job: Job) -> None:
@@ -205,9 +238,24 @@ def cases_for(agent: str) -> tuple[Case, ...]:
                 "interrupted": expect(READY, box="", busy=False),
             },
         ),
+        Case("enter-while-busy", _enter_while_busy, {"busy-after-enter": expect(NOT_RECOGNISED, busy=True)}),
         Case("streaming", _streaming, {"busy-streaming": expect(NOT_RECOGNISED, busy=True)}),
         Case("approval", _approval, {"approval-dialog": expect(DIALOG)}),
         Case("start-dialog", _start_dialog, {dialog: expect(DIALOG)}),
+        *(
+            [
+                Case(
+                    "modes",
+                    _modes,
+                    {
+                        "empty-box-yolo": expect(READY, box="", busy=False),
+                        "shell-mode": expect(NOT_RECOGNISED, busy=False),
+                    },
+                )
+            ]
+            if agent == GEMINI
+            else []
+        ),
     )
 
 

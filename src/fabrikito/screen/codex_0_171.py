@@ -9,14 +9,18 @@ its bottom, the composer and a footer::
     › Ask Codex to do anything                 the prompt row: › bold (no dim, no reverse, no
       continuation rows, indented two spaces   background); an empty box shows a dim placeholder
                                                one blank row
-      standin-model default · <cwd> · <title>  footer: the model line (model name colour 223)
+      standin-model default · <cwd> · <title>  footer: the model line (model name and folder coloured)
       ← for agents · ? for shortcuts   ⚠ …     and a hint row (known hints only)
 
 * The transcript's echo of a prompt also starts with ``›`` but is bold *and*
-  dim on a grey background (238); a dialog's chosen option starts with a
+  dim on a grey background (238, or RGB with ``COLORTERM=truecolor``, as
+  every colour Codex draws then); a dialog's chosen option starts with a
   bold *reverse* ``›`` (``› 1. Yes, proceed (y)``).  Only the prompt row's
   style, its place right above the footer, and the rows between them being
   continuation rows make the live composer.
+* In a narrow pane the model line's title wraps onto more indented rows (in
+  its colour) and the hint row is cut at the edge; a composer that fills the
+  screen pushes the footer out.
 * A composer taller than its space scrolls: its first visible row still
   starts with ``›`` and carries a dim ``↑`` at the right edge, and the
   footer is gone (the box is *full*, its top not visible).
@@ -53,17 +57,13 @@ VERSION = "0.171.0"
 DIALECT = "codex-0.171"
 PROMPT = "›"
 INDENT = "  "
-MODEL_FG = 223  # the model's name, first on the footer's model line
-ECHO_BG = 238  # a prompt echoed in the transcript
 COLLAPSE_CHARS = 1000  # a longer paste shows as a placeholder
 
 _WORKING_RE = re.compile(r"[•◦] \S.* \([^()]*esc to interrupt\)")
-_HINTS = (
-    re.compile(r"← for agents · \? for shortcuts"),
-    re.compile(r"\? for shortcuts"),
-    re.compile(r"tab to queue message"),
-    re.compile(r"⚠ [1-9][0-9]* warnings? · f2 to view"),
-)
+_HINTS = ("← for agents · ? for shortcuts", "? for shortcuts", "tab to queue message")
+_WARNINGS_RE = re.compile(r"⚠ (?P<n>[1-9][0-9]*) warnings?(?: .*)?")
+_MIN_CUT = 3  # the least of a hint cut at the pane's edge that still counts
+_MAX_WRAPS = 3  # rows the model line's title may wrap onto
 _BUSY_HINT = "tab to queue message"
 _BANNER = ">_ OpenAI Codex (v"
 _OPTION_RE = re.compile(r"› [1-9][0-9]*\. \S")
@@ -95,8 +95,12 @@ def _is_prompt(row: Row) -> bool:
 
 
 def _is_echo(row: Row) -> bool:
+    """A prompt echoed in the transcript: its ``›`` bold and dim, on a background (238 in 256 colours,
+    an RGB grey with ``COLORTERM=truecolor``)."""
     style = row.style_at(0)
-    return row.text.startswith(PROMPT + " ") and style is not None and style.bg == ECHO_BG
+    return (
+        row.text.startswith(PROMPT + " ") and style is not None and style.bold and (style.dim or style.bg is not None)
+    )
 
 
 def _is_turn_end(row: Row) -> bool:
@@ -109,24 +113,59 @@ def _is_continuation(row: Row) -> bool:
 
 
 def _is_model_line(row: Row) -> bool:
-    """``  <model> · <cwd>[ · <title>]``: the model in its colour, then the folder in another one."""
+    """``  <model> · <cwd>[ · <title>]``: the model in its colour, then the folder in another one (223 and
+    151 in 256 colours, RGB colours with ``COLORTERM=truecolor``)."""
     if not row.text.startswith(INDENT) or " · " not in row.text:
         return False
     first, second = row.style_at(2), row.style_at(row.text.index(" · ") + 3)
-    return first is not None and first.fg == MODEL_FG and second is not None and second.fg not in (None, MODEL_FG)
+    return first is not None and first.fg is not None and second is not None and second.fg not in (None, first.fg)
 
 
-def _is_hint_row(row: Row) -> bool:
+def _hint_ok(segment: str, cut: bool) -> bool:
+    """A known hint; with ``cut``, also the start of one (the pane's edge cut the row)."""
+    known = list(_HINTS)
+    warnings = _WARNINGS_RE.fullmatch(segment)
+    if warnings is not None:
+        n = int(warnings.group("n"))
+        known.append(f"⚠ {n} warning{'' if n == 1 else 's'} · f2 to view")
+    if segment in known:
+        return True
+    return cut and len(segment) >= _MIN_CUT and any(k.startswith(segment) for k in known)
+
+
+def _is_hint_row(row: Row, width: int) -> bool:
     t = text(row)
     segments = [s for s in re.split(r" {2,}", t.strip(" ")) if s]
-    return bool(segments) and t.startswith(" ") and all(any(h.fullmatch(s) for h in _HINTS) for s in segments)
+    if not segments or not t.startswith(" "):
+        return False
+    cut = len(t) >= width - 2
+    return all(_hint_ok(s, cut and i == len(segments) - 1) for i, s in enumerate(segments))
 
 
-def _footer_rows(rows: tuple[Row, ...], last: int) -> int:
-    """How many rows the footer ends the screen with: the model line, the hint row, or both in that order."""
-    if _is_hint_row(rows[last]):
-        return 2 if last > 0 and _is_model_line(rows[last - 1]) else 1
-    return 1 if _is_model_line(rows[last]) else 0
+def _is_title_wrap(row: Row) -> bool:
+    """A row the model line's title wrapped onto: indented, its text in a colour (the title's)."""
+    t = text(row)
+    if not t.startswith(INDENT) or not t.strip(" "):
+        return False
+    style = row.style_at(len(t) - len(t.lstrip(" ")))
+    return style is not None and style.fg is not None and not style.dim and not style.bold
+
+
+def _footer_rows(rows: tuple[Row, ...], last: int, width: int) -> int:
+    """How many rows the footer ends the screen with: the model line (with the rows its title and folder
+    wrap onto: indented, coloured, maybe themselves looking like a model line), then the hint row; either
+    may be missing.  The model line is the highest such row with a blank row above it."""
+    hint = _is_hint_row(rows[last], width)
+    above = last - 1 if hint else last
+    found = None
+    k = above
+    while k >= 0 and above - k <= _MAX_WRAPS and (_is_model_line(rows[k]) or _is_title_wrap(rows[k])):
+        if _is_model_line(rows[k]) and k > 0 and blank(rows[k - 1]):
+            found = k
+        k -= 1
+    if found is not None:
+        return last - found + 1
+    return 1 if hint else 0
 
 
 def _split(row: Row, start: int) -> tuple[str, str]:
@@ -158,7 +197,7 @@ class Codex0171(AgentScreen):
 
     def read(self, rows: tuple[Row, ...], snapshot: PaneSnapshot, renderer: Renderer) -> BoxReading:
         last = max(i for i, r in enumerate(rows) if not blank(r))
-        footer = _footer_rows(rows, last)
+        footer = _footer_rows(rows, last, snapshot.width)
         end = last - footer
         if footer:
             if end < 0 or not blank(rows[end]):
@@ -174,7 +213,8 @@ class Codex0171(AgentScreen):
             return not_recognised(renderer, "no composer (a › prompt row over the footer) at the bottom")
         first_text, first_dim = _split(rows[p], len(PROMPT) + 1)
         scrolled = first_dim.endswith("↑")
-        if not footer and not scrolled:
+        if not footer and not scrolled and last < snapshot.height - 2:
+            # A composer filling the screen pushes the footer out; anywhere else it has one.
             return not_recognised(renderer, "the composer has no footer under it")
         texts = [first_text]
         dims = [first_dim.removesuffix("↑").strip(" ")]

@@ -15,10 +15,14 @@ and the footer::
      workspace (/directory)   sandbox   /model    the footer
      <cwd>                    no sandbox  Auto
 
-* The transcript echoes each prompt in the same half-block box; only the box
-  right above the footer, under the rule, is the live one.
+* Without true colour (``COLORTERM`` unset) the box's ▄ and ▀ edges are blank
+  rows on its background instead (a capture shows them as empty rows).
+* The transcript echoes each prompt in the same box; only the box right above
+  the footer, under the rule, is the live one.
 * Busy: ``(esc to cancel, Ns)`` on the status row, also while reply text
   streams (Gemini keeps it until the turn ends).
+* The prompt is ``>``, or ``*`` in YOLO mode; shell mode's ``!`` (the text
+  would run as a shell command) is never typable.
 * Dialogs (approval, authentication) are bordered boxes drawn instead of the
   input box, with the chosen option marked ``●``.
 * A paste of more than 5 lines, or of more than 500 UTF-16 code units, shows
@@ -40,6 +44,9 @@ from fabrikito.screen.ansi import Row
 VERSION = "0.61.0"
 DIALECT = "gemini-0.61"
 PROMPT = " > "
+#: The prompt of each input mode a message may be typed in: normal, and YOLO (tools run unasked).  Shell
+#: mode (`` ! ``: Enter runs the text as a shell command) is not one of them.
+PROMPTS = (PROMPT, " * ")
 INDENT = "   "
 PLACEHOLDER = "Type your message or @path/to/file"
 TOP = "▄"
@@ -108,28 +115,33 @@ class Gemini061(AgentScreen):
     def read(self, rows: tuple[Row, ...], snapshot: PaneSnapshot, renderer: Renderer) -> BoxReading:
         width = snapshot.width
         last = max(i for i, r in enumerate(rows) if not blank(r))
-        bottoms = [i for i in range(last + 1) if _full_line(rows[i], BOTTOM, width)]
-        if not bottoms or not _footer_ok(rows[bottoms[-1] + 1 : last + 1]):
+        head = _footer_head(rows, last)
+        if head is None or head < 3:
             dialog = _find_dialog(rows, last)
             if dialog is not None:
                 return BoxReading(state=ScreenState.DIALOG, renderer=renderer, reason=NOT_READY, detail=dialog)
             return not_recognised(renderer, "no input box over the footer at the bottom of the screen")
-        b = bottoms[-1]
-        t = b - 1
-        while t >= 0 and (_on_box(rows[t]) or blank(rows[t])) and not _full_line(rows[t], TOP, width):
-            t -= 1
-        if t < 0 or not _full_line(rows[t], TOP, width) or t + 1 >= b:
-            return not_recognised(renderer, "the input box has no top line")
+        b = head - 1  # the box's bottom edge: a ▀ line (true colour) or a blank row (256 colours)
+        if not (_full_line(rows[b], BOTTOM, width) or blank(rows[b])):
+            return not_recognised(renderer, "no edge of the input box over the footer")
+        p = b - 1
+        while p > 0 and not _is_prompt_row(rows[p]) and (_on_box(rows[p]) or blank(rows[p])):
+            p -= 1
+        if p < 1 or not _is_prompt_row(rows[p]):
+            shell = any(r.text.startswith(" ! ") and _on_box(r) for r in rows[max(0, p) : b])
+            why = "shell mode (!): Enter would run the text as a command" if shell else ""
+            return not_recognised(renderer, why or "the input box has no > (or YOLO *) row")
+        t = p - 1  # the top edge: a ▄ line or a blank row
+        if not (_full_line(rows[t], TOP, width) or blank(rows[t])):
+            return not_recognised(renderer, "the input box has no top edge")
         if not any(_full_line(rows[i], RULE, width) for i in range(max(0, t - 3), t)):
             return not_recognised(renderer, "no rule over the input box: not the live box")
-        first = rows[t + 1]
-        if not first.text.startswith(PROMPT) or not _on_box(first):
-            return not_recognised(renderer, "the input box's first row is not its > row")
-        if any(not (blank(r) or r.text.startswith(INDENT)) for r in rows[t + 2 : b]):
+        first = rows[p]
+        if any(not (blank(r) or r.text.startswith(INDENT)) for r in rows[p + 1 : b]):
             return not_recognised(renderer, "the input box's rows after the first are not continuation rows")
         first_text, first_cursor = _row_text(first, len(PROMPT))
-        texts = [first_text] + [_row_text(r, len(INDENT))[0] for r in rows[t + 2 : b]]
-        box_rows = b - t - 1
+        texts = [first_text] + [_row_text(r, len(INDENT))[0] for r in rows[p + 1 : b]]
+        box_rows = b - p
         reading = BoxReading(
             state=ScreenState.BOX_TEXT,
             renderer=renderer,
@@ -151,20 +163,27 @@ class Gemini061(AgentScreen):
             if reading.box_text.strip():
                 return reading
             return replace(reading, detail="the input box holds blank lines")
-        if (snapshot.cursor_x, snapshot.cursor_y) != (len(PROMPT), t + 1):
+        if (snapshot.cursor_x, snapshot.cursor_y) != (len(PROMPT), p):
             return replace(
                 reading,
                 state=ScreenState.NOT_RECOGNISED,
                 reason=NOT_READY,
-                detail=f"the cursor ({snapshot.cursor_x},{snapshot.cursor_y}) is not in the empty box (3,{t + 1})",
+                detail=f"the cursor ({snapshot.cursor_x},{snapshot.cursor_y}) is not in the empty box (3,{p})",
             )
         return replace(reading, state=ScreenState.READY, reason="", detail="the input box is empty")
 
 
-def _footer_ok(rows: tuple[Row, ...]) -> bool:
-    """The rows under the box: the footer's head and its values row."""
-    filled = [r for r in rows if not blank(r)]
-    return 1 <= len(filled) <= 2 and _FOOTER_HEAD.fullmatch(text(filled[0])) is not None
+def _is_prompt_row(row: Row) -> bool:
+    return row.text.startswith(PROMPTS) and _on_box(row)
+
+
+def _footer_head(rows: tuple[Row, ...], last: int) -> int | None:
+    """The footer's head row (`` workspace (/directory) … sandbox … /model``), when the footer (it and
+    its values row) ends the screen."""
+    for head in (last - 1, last):
+        if head >= 0 and _FOOTER_HEAD.fullmatch(text(rows[head])) is not None:
+            return head
+    return None
 
 
 def _find_dialog(rows: tuple[Row, ...], last: int) -> str | None:

@@ -17,7 +17,10 @@ What was measured (``../shared/other-agents/README.md``):
 * Gemini CLI 0.61: ``node …/@google/gemini-cli/bundle/gemini.js``, which
   relaunches itself once (a second ``node`` with ``--max-old-space-size``).
   An Enter within about 40 ms of a bracketed paste becomes a newline in its
-  box; half a second later it submits reliably.
+  box; half a second later it submits reliably.  An Enter while it works is
+  queued by Gemini itself.  Both agents' busy screens are read as not
+  typable (``screen/codex_0_171.py``, ``screen/gemini_0_61.py``), so ``say``
+  waits for the turn's end with either.
 """
 
 from __future__ import annotations
@@ -79,7 +82,7 @@ GEMINI = AgentKind(
     prompt_file="GEMINI.md",
     sendmessage_hook=False,
     enter_delay=0.5,
-    busy_enter="not relied on: say waits until the turn ends",
+    busy_enter="queued by Gemini CLI and given to the agent when its turn ends (its busy screen is not typable)",
     deliver_while_busy=False,
 )
 
