@@ -179,3 +179,18 @@ def test_a_program_of_another_package_or_a_shell_is_no_agent(tmp_path: Path, ser
     shell = pane_pid(server, "/bin/sh")
     time.sleep(0.3)
     assert seatpane.foreground_agent(shell) is None
+
+
+def test_the_first_package_json_above_a_program_decides(tmp_path: Path) -> None:
+    inner = tmp_path / "node_modules" / "@openai" / "codex" / "node_modules" / "left-pad"
+    (inner / "bin").mkdir(parents=True)
+    (inner / "package.json").write_text(json.dumps({"name": "left-pad", "version": "1.0.0"}), encoding="utf-8")
+    outer = tmp_path / "node_modules" / "@openai" / "codex"
+    (outer / "package.json").write_text(json.dumps({"name": "@openai/codex", "version": "0.171.0"}))
+    assert agents.agent_in_package(inner / "bin" / "x") is None  # a dependency inside Codex is not Codex
+    assert agents.agent_in_package(outer / "bin" / "codex.js") == ("codex", "0.171.0")
+    (outer / "package.json").write_text(json.dumps({"name": "@openai/codex"}))
+    assert agents.agent_in_package(outer / "bin" / "codex.js") == ("codex", None)
+    (outer / "package.json").write_text("{not json")
+    assert agents.agent_in_package(outer / "bin" / "codex.js") is None
+    assert agents.agent_in_package(Path("/bin/sh")) is None

@@ -211,17 +211,18 @@ def agent_at(pid: int) -> Agent | None:
 def _other_agent_at(pid: int, name: str, argv: Sequence[str], exe: str | None) -> Agent | None:
     """A Codex or Gemini CLI process: its program, or the ``node`` script it runs, is in one of their
     npm packages (the release is that package's); or its program has one of their names (release unknown)."""
-    from fabrikito.team.agents import KINDS, release_from_package
+    from fabrikito.team.agents import KINDS, agent_in_package
 
     paths = [exe] if exe else []
     if name.startswith("node") or name.startswith("bun"):
         paths += [a for a in argv[1:4] if a.startswith("/") or a.startswith(".")]
     for path in paths:
-        found = _package_of(path, pid)
+        resolved = _resolved(path, pid)
+        found = agent_in_package(Path(resolved)) if resolved is not None else None
         if found is not None and found[0] != "claude":
             # The program that was qualified: the binary, or for a script run by node the script itself.
-            program = exe if path == exe else _resolved(path, pid)
-            return Agent(pid=pid, name=found[0], version=release_from_package(found[1]), registry=None, exe=program)
+            program = exe if path == exe else resolved
+            return Agent(pid=pid, name=found[0], version=found[1], registry=None, exe=program)
     for other in KINDS.values():
         if other.name != "claude" and name in other.program_names:
             return Agent(pid=pid, name=other.name, version=None, registry=None, exe=exe)
@@ -239,30 +240,6 @@ def _resolved(path: str, pid: int) -> str | None:
         return os.path.realpath(path)
     except OSError:
         return None
-
-
-def _package_of(path: str, pid: int) -> tuple[str, str] | None:
-    """(kind, version) of the known npm package ``path`` lies in (its ``package.json`` within four folders up)."""
-    from fabrikito.team.agents import BY_PACKAGE
-
-    resolved = _resolved(path, pid)
-    if resolved is None:
-        return None
-    here = Path(resolved).parent
-    for folder in (here, *list(here.parents)[:4]):
-        try:
-            data = json.loads((folder / "package.json").read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue
-        if not isinstance(data, dict):
-            return None
-        name, version = data.get("name"), data.get("version")
-        kind = BY_PACKAGE.get(name) if isinstance(name, str) else None
-        if kind is not None and isinstance(version, str):
-            return kind.name, version
-        if name is not None:
-            return None  # another package: the script is not an agent's
-    return None
 
 
 def package_version(exe: str | None) -> str | None:

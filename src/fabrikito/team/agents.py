@@ -121,6 +121,32 @@ def command_for(team: Team, seat: Seat) -> tuple[str, ...]:
     return kind(seat.agent).default_command
 
 
+def agent_in_package(path: Path) -> tuple[str, str | None] | None:
+    """(kind, release) of the agent whose npm package ``path`` (resolved) lies in: the first
+    ``package.json`` above it decides; ``None`` when that is another package's, or there is none.
+    The release is ``None`` when the package names none."""
+    import json
+
+    for folder in path.parents:
+        try:
+            raw = (folder / "package.json").read_text(encoding="utf-8")
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        except OSError:
+            return None
+        try:
+            data = json.loads(raw)
+        except ValueError:
+            return None
+        name = data.get("name") if isinstance(data, dict) else None
+        version = data.get("version") if isinstance(data, dict) else None
+        found = BY_PACKAGE.get(name) if isinstance(name, str) else None
+        if found is None:
+            return None
+        return found.name, release_from_package(version) if isinstance(version, str) and version else None
+    return None
+
+
 def release_from_package(version: str) -> str:
     """``0.171.0`` from a platform package's ``0.171.0-linux-x64`` (the release the shim names)."""
     for os_name in ("-linux-", "-darwin-", "-win32-"):
