@@ -22,8 +22,8 @@ screen line showing the labelled message, ``status`` and the log.  The demo is
 its seats' user: its Codex seat runs commands without asking (``-a never -s
 danger-full-access``), its Gemini seat may run ``fabrikito say`` without asking
 (``--allowed-tools run_shell_command(<fabrikito> say)``: that command only,
-rather than YOLO mode's every command), and so may its Claude Code seat (an allow rule in its own HOME).  ``fabrikito demo
---mixed --stop`` stops it all.
+rather than YOLO mode's every command), and so may its Claude Code seat (an
+allow rule in its own HOME).  ``fabrikito demo --mixed --stop`` stops it all.
 """
 
 from __future__ import annotations
