@@ -156,7 +156,10 @@ def _build_queue(p: argparse.ArgumentParser) -> None:
 def _build_demo(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dir", metavar="DIR", help="where the demo keeps its team file and state (default: a temp dir)")
     p.add_argument("--stop", action="store_true", help="stop a running demo: its seats and its stand-in model")
-    p.add_argument("--tmux-socket", default="fabrikito-demo", metavar="NAME", help="its tmux server (-L NAME)")
+    p.add_argument(
+        "--mixed", action="store_true", help="a team of one Claude Code, one Codex CLI and one Gemini CLI seat"
+    )
+    p.add_argument("--tmux-socket", metavar="NAME", help="its tmux server (-L NAME; default fabrikito-demo[-mixed])")
     p.epilog = (
         "exit status: 0 the demo ran (or --stop stopped it); 1 it could not be set up or run (the message says "
         "what to do); 2 bad usage"

@@ -231,9 +231,18 @@ def cmd_init(args: argparse.Namespace) -> int:
 def cmd_demo(args: argparse.Namespace) -> int:
     from fabrikito.offline import demo
 
+    if args.mixed:
+        from pathlib import Path
+
+        from fabrikito.offline import demo_mixed
+
+        where = Path(args.dir).expanduser().absolute() if args.dir else demo_mixed.default_dir()
+        if args.stop:
+            return demo.stop(where, out=_line)
+        return demo_mixed.run(where, out=_line, socket=args.tmux_socket or demo_mixed.SOCKET)
     if args.stop:
         return demo.stop(demo.demo_dir(args.dir), out=_line)
-    return demo.run(demo.demo_dir(args.dir), out=_line, socket=args.tmux_socket)
+    return demo.run(demo.demo_dir(args.dir), out=_line, socket=args.tmux_socket or demo.SOCKET)
 
 
 def _across_hosts(team: Team) -> bool:

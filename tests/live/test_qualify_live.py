@@ -140,7 +140,7 @@ def test_claude_behind_a_wrapper_is_found_and_a_shell_at_its_prompt_is_not(
     wait_for(lambda: seatpane.foreground_agent(int(pane[1])) is None, 30, "Claude Code to exit")
     refused = fabrikito("say", "dev", "into the shell", team=team)
     assert refused.returncode == 3, refused.stdout + refused.stderr
-    assert "not running Claude Code in its foreground" in refused.stderr
+    assert "not running an agent in its foreground" in refused.stderr
 
 
 def test_check_shows_the_agents_release_and_warns_when_it_is_not_qualified(

@@ -138,7 +138,7 @@ def test_shell_pane_and_down_seat_are_refused(tmux_server: Server, tmp_path: Pat
     team = write_team(tmp_path / "team" / "team.toml", tmux_server, [], extra=fake_seats)
     done = fabrikito("say", "sh", "echo pwned > /tmp/fabrikito-pwned", team=team)
     assert done.returncode == EXIT_REFUSED
-    assert "not running Claude Code" in done.stderr
+    assert "not running an agent" in done.stderr
     assert "pwned" not in tmux_server.capture(pane)
     done = fabrikito("say", "gone", "hello", team=team)
     assert done.returncode == EXIT_REFUSED

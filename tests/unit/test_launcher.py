@@ -307,6 +307,8 @@ def test_up_refuses_before_any_tmux_call_when_the_agent_is_not_found(tmp_path: P
     team = make_team(tmp_path)
     team = values.replace(team, agent=("no-such-agent-for-fabrikito",))
     server = Server(socket_name="fab-never-started")
-    with pytest.raises(UsageError, match="'no-such-agent-for-fabrikito' of team acme is not found on PATH"):
+    with pytest.raises(
+        UsageError, match=r"'no-such-agent-for-fabrikito' of seat \w+ \(team acme\) is not found on PATH"
+    ):
         lifecycle.up(team, out=lambda line: None, server=server)
     assert not server.alive()

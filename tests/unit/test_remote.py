@@ -130,11 +130,11 @@ def test_the_roster_marks_seats_on_another_host(tmp_path: Path) -> None:
     team = _team(tmp_path)
     em, api = team.seats
     mine = seatfiles.roster_section(team, em)
-    assert "| api | t-api | another host (build-2): use say |" in mine
-    assert "| em | t-em | this machine |" in mine
+    assert "| api | t-api | claude | another host (build-2): use say |" in mine
+    assert "| em | t-em | claude | this machine |" in mine
     assert "SendMessage cannot reach them" in mine
     theirs = seatfiles.roster_section(team, api)
-    assert "| em | t-em | another host (the team machine): use say |" in theirs
+    assert "| em | t-em | claude | another host (the team machine): use say |" in theirs
     plain = _team(tmp_path, TEAM.replace('host = "build-2"\n', ""))
     assert "another host" not in seatfiles.roster_section(plain, plain.seats[0])
 

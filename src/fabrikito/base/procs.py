@@ -38,6 +38,7 @@ class ProcInfo:
     start_ticks: int  # field 22 of /proc/<pid>/stat: start time in clock ticks since boot
     tty_pgrp: int  # foreground process group of the process's terminal (-1: none)
     pgrp: int = -1  # the process's own process group (-1: not known)
+    sid: int = -1  # the process's session (-1: not known)
 
 
 def info(pid: int) -> ProcInfo:
@@ -53,11 +54,12 @@ def info(pid: int) -> ProcInfo:
     try:
         ppid = int(fields[1])
         pgrp = int(fields[2])
+        sid = int(fields[3])
         tpgid = int(fields[5])
         start = int(fields[19])
     except (IndexError, ValueError):
         raise ProcessUnreadable(f"process {pid}: unexpected /proc/{pid}/stat") from None
-    return ProcInfo(pid=pid, ppid=ppid, name=name, start_ticks=start, tty_pgrp=tpgid, pgrp=pgrp)
+    return ProcInfo(pid=pid, ppid=ppid, name=name, start_ticks=start, tty_pgrp=tpgid, pgrp=pgrp, sid=sid)
 
 
 def _info_psutil(pid: int) -> ProcInfo:
@@ -73,6 +75,7 @@ def _info_psutil(pid: int) -> ProcInfo:
                 start_ticks=int(proc.create_time() * 100),
                 tty_pgrp=-1,
                 pgrp=os.getpgid(pid),
+                sid=os.getsid(pid),
             )
     except psutil.NoSuchProcess:
         raise ProcessGone(pid) from None
@@ -218,3 +221,24 @@ def alive(pid: int) -> bool:
             return f.read().rpartition(b") ")[2][:1] != b"Z"
     except OSError:
         return True
+
+
+def session_members(sid: int) -> list[ProcInfo]:
+    """Every running process of session ``sid`` that can be read (zombies left out): what a process
+    started in a tmux pane (the session's leader) and everything it started keep, whatever they are
+    re-parented to, unless they start a session of their own."""
+    if _LINUX:
+        pids = [int(name) for name in os.listdir("/proc") if name.isdigit()]
+    else:
+        import psutil
+
+        pids = psutil.pids()
+    found = []
+    for pid in pids:
+        try:
+            proc = info(pid)
+        except (ProcessGone, ProcessUnreadable, OSError):
+            continue
+        if proc.sid == sid and alive(pid):
+            found.append(proc)
+    return found

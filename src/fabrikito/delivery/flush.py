@@ -24,6 +24,7 @@ from fabrikito.base.errors import FabrikitoError, StateFileError, TmuxError
 from fabrikito.base.tmux import Server
 from fabrikito.base.values import frozen
 from fabrikito.delivery import refusals, say
+from fabrikito.delivery.grow import Grower
 from fabrikito.delivery.identity import UNKNOWN_SENDER
 from fabrikito.delivery.oneline import Interrupted, OneLine, guarded, signals_raise
 from fabrikito.log import msglog
@@ -75,9 +76,11 @@ def flush_seat(ctx: say.Context, seat: Seat) -> FlushResult:
 
 def _flush_locked(ctx: say.Context, seat: Seat) -> FlushResult:
     pane = say._attach(ctx, seat)
-    grower = say._Grower(ctx.server, pane.window_id)
+    grower = Grower(ctx.server, pane.window_id)
     try:
         _, reading = pane.read()
+        if reading.busy and not pane.kind.deliver_while_busy:
+            return FlushResult(msglog.Outcome.NOT_FLUSHED, _busy(pane.kind))
         if reading.state is ScreenState.READY:
             statedir.remove_quietly(say.paste_record_path(ctx.team, seat.role))
             refusals.clear(say.say_dir(ctx.team), seat.role)
@@ -105,12 +108,16 @@ def _flush_locked(ctx: say.Context, seat: Seat) -> FlushResult:
             return FlushResult(
                 msglog.Outcome.NOT_FLUSHED, "the box changed while flush was looking at it: left as it is"
             )
+        if again.busy and not pane.kind.deliver_while_busy:
+            return FlushResult(
+                msglog.Outcome.NOT_FLUSHED, say.busy_refusal(pane.kind).replace("say waits", "flush waits")
+            )
         try:
             ctx.server.send_keys(pane.pane_id, "Enter")
         except TmuxError as exc:
             return FlushResult(msglog.Outcome.NOT_FLUSHED, f"the Enter could not be sent ({exc})")
-        after = pane.wait(say._landed, timeout=say.ENTER_TIMEOUT)
-        if not say._landed(after):
+        after = pane.wait(pane.landed, timeout=say.ENTER_TIMEOUT)
+        if not pane.landed(after):
             return FlushResult(
                 msglog.Outcome.NOT_FLUSHED,
                 "one Enter was sent but the box was not seen empty afterwards; flush does not retry: attach and look",
@@ -123,6 +130,10 @@ def _flush_locked(ctx: say.Context, seat: Seat) -> FlushResult:
             grower.restore()
         except TmuxError:
             pass
+
+
+def _busy(kind: Any) -> str:
+    return say.busy_refusal(kind).replace("say waits", "flush waits").replace(" (send again then, or with --queue)", "")
 
 
 def _why_not(reading: Any) -> str:

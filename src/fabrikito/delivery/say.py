@@ -46,10 +46,13 @@ from fabrikito.base.errors import FabrikitoError, StateFileError, TmuxError
 from fabrikito.base.tmux import Server
 from fabrikito.base.values import frozen
 from fabrikito.delivery import refusals, seatpane
+from fabrikito.delivery.grow import GROW_COLS, GROW_ROWS, Grower
 from fabrikito.delivery.identity import UNKNOWN_SENDER
 from fabrikito.delivery.oneline import Interrupted, OneLine, guarded, signals_raise
 from fabrikito.log import msglog
 from fabrikito.screen import BoxReading, Recogniser, ScreenState, Verdict, recogniser_for
+from fabrikito.team.agents import CLAUDE, AgentKind
+from fabrikito.team.agents import kind as kind_of
 from fabrikito.team.hosts import here_of
 from fabrikito.team.teamfile import Seat, Team
 
@@ -57,8 +60,6 @@ LOCK_TIMEOUT = 8.0
 RENDER_TIMEOUT = 3.0
 ENTER_TIMEOUT = 6.0
 POLL = 0.01
-GROW_COLS, GROW_ROWS = 220, 50
-SMALL_COLS, SMALL_ROWS = 110, 12
 SEC = "sec"
 
 EXIT_DELIVERED = 0
@@ -159,6 +160,7 @@ class _Pane:
     window_id: str
     recogniser: Recogniser
     trace: Callable[[str], None] = no_trace
+    kind: AgentKind = CLAUDE
 
     def read(self) -> tuple[seatpane.Look, BoxReading]:
         try:
@@ -168,6 +170,9 @@ class _Pane:
         if look.dead:
             raise SeatNotReady("the seat's pane is dead (its process exited)")
         return look, self.recogniser.recognise(look.snapshot)
+
+    def landed(self, reading: BoxReading) -> bool:
+        return landed(self.kind, reading)
 
     def wait(self, good: Callable[[BoxReading], bool], timeout: float = RENDER_TIMEOUT) -> BoxReading:
         """Read until ``good`` holds or the screen stops changing past the timeout."""
@@ -191,39 +196,6 @@ class _Pane:
             time.sleep(POLL)
             look, reading = self.read()
         return look, reading
-
-
-class _Grower:
-    """Grows a small window once to 220x50 and puts it back exactly."""
-
-    def __init__(self, server: Server, window_id: str, trace: Callable[[str], None] = no_trace) -> None:
-        self.server = server
-        self.window_id = window_id
-        self.trace = trace
-        self.saved: tuple[int, int, str | None] | None = None
-        self.used = False
-
-    def can_grow(self, look: seatpane.Look) -> bool:
-        small = look.window_width < SMALL_COLS or look.window_height < SMALL_ROWS
-        return small and not self.used
-
-    def grow(self, look: seatpane.Look) -> None:
-        self.used = True
-        option = self.server.window_option(self.window_id, "window-size")
-        self.saved = (look.window_width, look.window_height, option)
-        self.trace(f"growing window {self.window_id} from {look.window_width}x{look.window_height} to 220x50")
-        self.server.resize_window(self.window_id, GROW_COLS, GROW_ROWS)
-
-    def restore(self) -> None:
-        if self.saved is None:
-            return
-        width, height, option = self.saved
-        self.saved = None
-        try:
-            self.server.resize_window(self.window_id, width, height)
-        finally:
-            self.server.set_window_option(self.window_id, "window-size", option)
-            self.trace(f"put window {self.window_id} back to {width}x{height}, window-size {option or '(unset)'}")
 
 
 # -- the delivery engine --------------------------------------------------------
@@ -270,24 +242,26 @@ def _attach(ctx: Context, seat: Seat) -> _Pane:
     agent = seatpane.foreground_agent(row.pane_pid)
     if agent is None:
         raise SeatNotReady(
-            "the pane is not running Claude Code in its foreground (a shell?): the text would run as a command"
+            "the pane is not running an agent in its foreground (a shell?): the text would run as a command"
         )
     recogniser = ctx.recogniser or recogniser_for(agent.name, agent.version, exe=agent.exe)
     ctx.trace(
         f"{seat.role}: pane {row.pane_id}, {agent.name} {agent.version or '(version unknown)'} pid {agent.pid}, "
         f"recognised as {recogniser.agent} {recogniser.version}"
     )
-    return _Pane(ctx.server, row.pane_id, row.window_id, recogniser, ctx.trace)
+    return _Pane(ctx.server, row.pane_id, row.window_id, recogniser, ctx.trace, kind_of(agent.name))
 
 
 def _deliver_locked(ctx: Context, seat: Seat, sender: str, text: str) -> Delivery:
     pane = _attach(ctx, seat)
-    grower = _Grower(ctx.server, pane.window_id, ctx.trace)
+    grower = Grower(ctx.server, pane.window_id, ctx.trace)
     label = label_for(sender)
     typed = False
     try:
         with signals_raise():
             reading = _checked(pane, grower, _ready_verdict, wait_for=None)
+            if reading.busy and not pane.kind.deliver_while_busy:
+                raise SeatNotReady(busy_refusal(pane.kind))
             if reading.state is ScreenState.BOX_TEXT and not ctx.note_box_text:
                 raise SeatNotReady("the input box holds text (someone typing, or an earlier message not sent)")
             if reading.state is ScreenState.BOX_TEXT:
@@ -332,14 +306,15 @@ def _deliver_locked(ctx: Context, seat: Seat, sender: str, text: str) -> Deliver
                 wait_for=lambda r: pane.recogniser.check_after_paste(r, label, text).ok,
                 typed=True,
             )
+            _before_enter(pane, label, text)
             ctx.trace(f"{seat.role}: the box holds the labelled message; pressing Enter")
             try:
                 ctx.server.send_keys(pane.pane_id, "Enter")
             except TmuxError as exc:
                 raise LeftInBox(f"the Enter could not be sent ({exc})") from None
-            after = pane.wait(_landed, timeout=ENTER_TIMEOUT)
+            after = pane.wait(pane.landed, timeout=ENTER_TIMEOUT)
             ctx.trace(f"{seat.role}: after the Enter the screen is {after.state.value}")
-            if not _landed(after):
+            if not pane.landed(after):
                 raise LeftInBox(
                     "the Enter was sent but the box was not seen empty afterwards, so it may not have landed"
                 )
@@ -364,6 +339,28 @@ def _deliver_locked(ctx: Context, seat: Seat, sender: str, text: str) -> Deliver
             pass
 
 
+def busy_refusal(kind: AgentKind) -> str:
+    return (
+        f"{kind.display} is busy with a turn, and an Enter now would be {kind.busy_enter}: say waits for it to be "
+        "idle (send again then, or with --queue)"
+    )
+
+
+def _before_enter(pane: _Pane, label: str, text: str) -> None:
+    """The agent's pause between a paste and its Enter, then one more look: an Enter goes only to a box that
+    still holds just the message, of an agent that may take it now (never into a running Codex or Gemini
+    turn, where it would be sent as a correction, and never after a paste it would take as a newline)."""
+    if pane.kind.deliver_while_busy and not pane.kind.enter_delay:
+        return  # Claude Code: the check that just passed is the last look
+    time.sleep(pane.kind.enter_delay)
+    _, reading = pane.read()
+    if reading.busy:
+        raise LeftInBox(busy_refusal(pane.kind).partition(": ")[0])
+    verdict = pane.recogniser.check_after_paste(reading, label, text)
+    if not verdict.ok:
+        raise LeftInBox(verdict.reason)
+
+
 def _ready_verdict(reading: BoxReading) -> Verdict:
     return Verdict(ok=reading.state is ScreenState.READY, reason=reading.reason)
 
@@ -372,9 +369,17 @@ def _landed(reading: BoxReading) -> bool:
     return reading.state in (ScreenState.READY, ScreenState.DIALOG)
 
 
+def landed(kind: AgentKind, reading: BoxReading) -> bool:
+    """Whether an Enter landed: the box empty again or a dialog; for an agent that shows no box while it
+    works (Codex, Gemini: their busy screens are never typable), a busy screen with an empty box too."""
+    if _landed(reading):
+        return True
+    return not kind.deliver_while_busy and reading.busy and not reading.box_text.strip()
+
+
 def _checked(
     pane: _Pane,
-    grower: _Grower,
+    grower: Grower,
     check: Callable[[BoxReading], Verdict],
     *,
     wait_for: Callable[[BoxReading], bool] | None,

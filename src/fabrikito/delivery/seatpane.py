@@ -144,17 +144,20 @@ def look_from(meta: Mapping[str, str], screen: str) -> Look | None:
 
 
 def foreground_agent(pane_pid: int) -> Agent | None:
-    """The Claude Code process in the foreground of the pane's terminal, or ``None``.
+    """The agent process in the foreground of the pane's terminal, or ``None``.
 
-    Users start Claude Code through wrappers (``sh -c 'claude …; exec bash'``,
+    Users start agents through wrappers (``sh -c 'claude …; exec bash'``,
     ``npx``, a script without ``exec``, a copy of the binary under another
-    name), so it is looked for among the pane's process and its descendants
-    that belong to the terminal's *foreground process group*: the first one
-    (nearest the pane) that runs a program named ``claude``/``claude.exe`` or
-    that has a session registry entry of its own.  A process outside the
-    foreground group (a job in the background, a shell's children while the
-    shell sits at its own prompt) never counts, so a shell at its prompt is
-    not Claude Code, whatever its screen shows.
+    name, an npm shim that spawns the real program), so the agent is looked
+    for among the pane's process and its descendants that belong to the
+    terminal's *foreground process group*: the first one (nearest the pane)
+    that is an agent of a known kind (:mod:`fabrikito.team.agents`): Claude
+    Code by its program's name or its session registry entry, any kind by the
+    npm package its program or ``node`` script belongs to, or by its
+    program's name.  A process outside the foreground group (a job in the
+    background, a shell's children while the shell sits at its own prompt)
+    never counts, so a shell at its prompt is not an agent, whatever its
+    screen shows.
     """
     try:
         pane_info = procs.info(pane_pid)
@@ -166,7 +169,7 @@ def foreground_agent(pane_pid: int) -> Agent | None:
             group = pane_info.pgrp if pid == pane_pid else procs.info(pid).pgrp
         except (procs.ProcessGone, procs.ProcessUnreadable):
             continue
-        found = _claude_at(pid) if group == foreground else None
+        found = agent_at(pid) if group == foreground else None
         if found is not None:
             return found
     return None
@@ -185,8 +188,10 @@ def _descendants(root: int) -> Iterator[int]:
             continue
 
 
-def _claude_at(pid: int) -> Agent | None:
-    """An :class:`Agent` when ``pid`` is Claude Code (by its program's name or its registry entry)."""
+def agent_at(pid: int) -> Agent | None:
+    """An :class:`Agent` when ``pid`` runs an agent of a known kind, else ``None``."""
+    from fabrikito.team.agents import CLAUDE
+
     try:
         name = procs.exe_name(pid)
         argv = procs.cmdline(pid)
@@ -195,12 +200,46 @@ def _claude_at(pid: int) -> Agent | None:
         return None
     argv0 = os.path.basename(argv[0]) if argv else ""
     entry = registry_entry(pid)
-    if name not in CLAUDE_NAMES and argv0 not in CLAUDE_NAMES and entry is None:
+    if name in CLAUDE.program_names or argv0 in CLAUDE.program_names or entry is not None:
+        version = entry.get("version") if entry is not None else None
+        if not isinstance(version, str):
+            version = package_version(exe)
+        return Agent(pid=pid, name=CLAUDE.name, version=version, registry=entry, exe=exe)
+    return _other_agent_at(pid, name, argv, exe)
+
+
+def _other_agent_at(pid: int, name: str, argv: Sequence[str], exe: str | None) -> Agent | None:
+    """A Codex or Gemini CLI process: its program, or the ``node`` script it runs, is in one of their
+    npm packages (the release is that package's); or its program has one of their names (release unknown)."""
+    from fabrikito.team.agents import KINDS, agent_in_package
+
+    paths = [exe] if exe else []
+    if name.startswith("node") or name.startswith("bun"):
+        paths += [a for a in argv[1:4] if a.startswith("/") or a.startswith(".")]
+    for path in paths:
+        resolved = _resolved(path, pid)
+        found = agent_in_package(Path(resolved)) if resolved is not None else None
+        if found is not None and found[0] != "claude":
+            # The program that was qualified: the binary, or for a script run by node the script itself.
+            program = exe if path == exe else resolved
+            return Agent(pid=pid, name=found[0], version=found[1], registry=None, exe=program)
+    for other in KINDS.values():
+        if other.name != "claude" and name in other.program_names:
+            return Agent(pid=pid, name=other.name, version=None, registry=None, exe=exe)
+    return None
+
+
+def _resolved(path: str, pid: int) -> str | None:
+    """``path`` as process ``pid`` sees it (relative to its working directory), links resolved."""
+    if not os.path.isabs(path):
+        try:
+            path = os.path.join(os.readlink(f"/proc/{pid}/cwd"), path)
+        except OSError:
+            return None
+    try:
+        return os.path.realpath(path)
+    except OSError:
         return None
-    version = entry.get("version") if entry is not None else None
-    if not isinstance(version, str):
-        version = package_version(exe)
-    return Agent(pid=pid, name="claude", version=version, registry=entry, exe=exe)
 
 
 def package_version(exe: str | None) -> str | None:

@@ -123,7 +123,7 @@ class TmuxSeats:
             return "the seat is down (its pane's process exited)"
         agent = seatpane.foreground_agent(look.pane_pid)
         if agent is None:
-            return "the pane is not running Claude Code in its foreground (a shell?)"
+            return "the pane is not running an agent in its foreground (a shell?)"
         reading = recogniser_for(agent.name, agent.version, exe=agent.exe).recognise(look.snapshot)
         if reading.state is not ScreenState.READY:
             detail = f" ({reading.detail})" if reading.detail else ""

@@ -22,6 +22,7 @@ from fabrikito.base.errors import FabrikitoError, TmuxError, UsageError
 from fabrikito.base.tmux import Server
 from fabrikito.base.values import frozen
 from fabrikito.delivery import seatpane
+from fabrikito.launch.otherseat import UsersOwnFile
 from fabrikito.launch.seatfiles import (
     LAUNCHER,
     PANE_COLS,
@@ -41,6 +42,7 @@ from fabrikito.team.teamfile import Seat, Team
 
 if TYPE_CHECKING:
     from fabrikito.delivery.say import Delivery
+    from fabrikito.launch import reap
 
 READY_TIMEOUT = 90.0
 KICKOFF_TIMEOUT = 20.0
@@ -99,15 +101,20 @@ class Progress:
 # -- up ---------------------------------------------------------------------------------
 
 
-def require_agent(team: Team) -> None:
-    """Refuse to start anything when the agent command cannot be found."""
+def require_agent(team: Team, seats: Sequence[Seat] | None = None) -> None:
+    """Refuse to start anything when a seat's agent command cannot be found."""
     import shutil
 
-    program = team.agent[0]
-    if shutil.which(program) is None:
+    from fabrikito.team.agents import command_for, kind
+
+    for seat in team.seats if seats is None else seats:
+        program = command_for(team, seat)[0]
+        if shutil.which(program) is not None:
+            continue
+        where = "set agent in the team file" if seat.agent == "claude" and seat.command is None else "set command"
         raise UsageError(
-            f"the agent command {program!r} of team {team.name} is not found on PATH ({team.path}): install "
-            "Claude Code, or set agent in the team file to its full path"
+            f"the command {program!r} of seat {seat.role} (team {team.name}) is not found on PATH ({team.path}): "
+            f"install {kind(seat.agent).display}, or {where} to its full path"
         )
 
 
@@ -163,7 +170,7 @@ def up(
 ) -> UpResult:
     """Start the seats of ``team`` (or only ``roles``) that are not running; see the module docstring."""
     seats = select_seats(team, roles)
-    require_agent(team)
+    require_agent(team, seats)
     srv = team.server() if server is None else server
     run = _Run(team=team, server=srv, progress=Progress(out), timeout=timeout)
     statedir.ensure_state_dir(team.base_dir, team.name)
@@ -195,6 +202,8 @@ def up(
             waiting.append(started)
     if waiting:
         _wait_and_kickoff(run, waiting)
+    # Hook point for the inbox of seats that are not Claude Code (inbox/server.start_inbox): one socket
+    # per such seat started here, once its box is ready (run.results[role].step is STARTED).
     if server is None or server == team.server():
         _start_worker(team, out)
     ordered = tuple(run.results[s.role] for s in seats if s.role in run.results)
@@ -208,6 +217,9 @@ def _start(run: _Run, seat: Seat) -> _Waiting | None:
         return None
     try:
         write_seat_files(team, seat)
+    except UsersOwnFile as exc:
+        run.fail(seat, str(exc))
+        return None
     except (OSError, FabrikitoError) as exc:
         run.fail(seat, f"its settings could not be written to {seats_dir(team)}: {exc}")
         return None
@@ -225,11 +237,19 @@ def _start(run: _Run, seat: Seat) -> _Waiting | None:
         run.fail(seat, f"tmux could not start its session: {exc}")
         return None
     pane, _, pid = out.strip().partition("\x1f")
+    try:
+        ticks = procs.info(int(pid or 0)).start_ticks
+    except (procs.ProcessGone, procs.ProcessUnreadable, ValueError):
+        ticks = 0
     write_launch(
         team,
         seat.role,
         LaunchRecord(
-            pane=pane, pid=int(pid or 0), kickoff="pending" if team.kickoff_for(seat) else "none", started=time.time()
+            pane=pane,
+            pid=int(pid or 0),
+            kickoff="pending" if team.kickoff_for(seat) else "none",
+            started=time.time(),
+            ticks=ticks,
         ),
     )
     run.progress(seat.role, f"started (session {seat.session}, pane {pane})")
@@ -293,11 +313,12 @@ def _judge(run: _Run, w: _Waiting, look: seatpane.Look | None, now: float) -> bo
     # Parsing a screen costs CPU the starting seats need: a screen is read in full only when it
     # shows the box's prompt or a startup dialog's words, and otherwise every few rounds.
     hinted = any(hint in raw for hint in STARTUP_HINTS)
-    if PROMPT not in raw and not hinted and w.rounds % FULL_READ_EVERY:
+    claude = seat.agent == "claude"
+    if claude and PROMPT not in raw and not hinted and w.rounds % FULL_READ_EVERY:
         return None if now - w.started < run.timeout else _timed_out(run, w)
     agent = seatpane.foreground_agent(look.pane_pid)
     recogniser = (
-        recogniser_for("claude", None) if agent is None else recogniser_for(agent.name, agent.version, exe=agent.exe)
+        recogniser_for(seat.agent, None) if agent is None else recogniser_for(agent.name, agent.version, exe=agent.exe)
     )
     if agent is not None and agent.version is not None and isinstance(recogniser, FailClosedRecogniser):
         # The seat runs, but a release fabrikito has not qualified: no kickoff can be typed, now or later.
@@ -307,8 +328,10 @@ def _judge(run: _Run, w: _Waiting, look: seatpane.Look | None, now: float) -> bo
     if reading.state is ScreenState.READY and agent is not None:
         # Ready once the box was seen on two rounds in a row and Claude Code has registered
         # for messaging: a box drawn while it is still starting can be slow to take a paste.
+        # Other agents have no registry: their box, idle (no turn running), twice in a row.
         w.ready_rounds += 1
-        if w.ready_rounds >= READY_ROUNDS and agent.registry is not None:
+        registered = agent.registry is not None if agent.name == "claude" else not reading.busy
+        if w.ready_rounds >= READY_ROUNDS and registered:
             return True
         return None if now - w.started < run.timeout else _timed_out(run, w)
     w.ready_rounds = 0
@@ -382,9 +405,10 @@ def _kickoff(run: _Run, w: _Waiting) -> None:
     text = team.kickoff_for(seat)
     record = read_launch(team, seat.role)
     pid = record.pid if record is not None else 0
+    ticks = record.ticks if record is not None else 0
     if text is None:
         run.progress(seat.role, "no kickoff in the team file: nothing sent")
-        write_launch(team, seat.role, LaunchRecord(w.pane, pid, "none", time.time()))
+        write_launch(team, seat.role, LaunchRecord(w.pane, pid, "none", time.time(), ticks))
         run.done(seat.role, Step.STARTED, "no kickoff")
         return
     delivery = _deliver_kickoff(run, seat, text)
@@ -399,7 +423,7 @@ def _kickoff(run: _Run, w: _Waiting) -> None:
     ok = delivery.result is say.Result.DELIVERED
     outcome = msglog.Outcome.DELIVERED if ok else msglog.Outcome.NOT_DELIVERED
     log_error = _log(team, LAUNCHER, seat.role, outcome, text)
-    write_launch(team, seat.role, LaunchRecord(w.pane, pid, "delivered" if ok else "failed", time.time()))
+    write_launch(team, seat.role, LaunchRecord(w.pane, pid, "delivered" if ok else "failed", time.time(), ticks))
     if ok:
         run.progress(seat.role, "kickoff delivered" + log_error)
         run.done(seat.role, Step.STARTED, "kickoff delivered" + log_error)
@@ -415,7 +439,7 @@ def _kickoff(run: _Run, w: _Waiting) -> None:
             f"its kickoff was not delivered: {delivery.reason}. Nothing was typed; attach with "
             f"`{attach_hint(team, seat)}`, then `fabrikito up` again to give it" + log_error,
         )
-        write_launch(team, seat.role, LaunchRecord(w.pane, pid, "pending", time.time()))
+        write_launch(team, seat.role, LaunchRecord(w.pane, pid, "pending", time.time(), ticks))
 
 
 def _deliver_kickoff(run: _Run, seat: Seat, text: str) -> Delivery:
@@ -475,6 +499,33 @@ def _start_worker(team: Team, out: Callable[[str], None]) -> None:
 # -- down -------------------------------------------------------------------------------
 
 
+def _left_behind(team: Team, seat: Seat) -> list[reap.Tracked]:
+    """Processes of a seat whose session is gone (its pane closed by hand, the tmux server killed)."""
+    from fabrikito.launch import reap
+
+    record = read_launch(team, seat.role)
+    if record is None or not record.pid or not record.ticks:
+        return []
+    found = reap.seat_processes(record.pid, record.ticks)
+    statedir.remove_quietly(launch_path(team, seat.role))
+    return found
+
+
+def _seat_processes(team: Team, seat: Seat, row: seatpane.PaneRow) -> list[reap.Tracked]:
+    """Every process the seat's pane started: its session's members (by the launch record's start
+    time when it is this pane's, else the pane process's own)."""
+    from fabrikito.launch import reap
+
+    record = read_launch(team, seat.role)
+    ticks = record.ticks if record is not None and (record.pane, record.pid) == (row.pane_id, row.pane_pid) else 0
+    if not ticks:
+        try:
+            ticks = procs.info(row.pane_pid).start_ticks
+        except (procs.ProcessGone, procs.ProcessUnreadable):
+            ticks = 0
+    return reap.seat_processes(row.pane_pid, ticks)
+
+
 def down(
     team: Team,
     roles: Sequence[str] | None = None,
@@ -497,15 +548,22 @@ def down(
     rows, running = list_panes(srv)
     if not running:
         out(f"no seat is up ({srv.describe()} is not running)")
-        return 0
-    stopped: list[tuple[Seat, int]] = []
+    from fabrikito.launch import reap
+
+    stopped: list[tuple[Seat, list[reap.Tracked]]] = []
     failed = False
     for seat in seats:
         row = seatpane.pane_of_session(rows, seat.session)
         if row is None:
-            out(f"{seat.role}: already down")
+            left_behind = _left_behind(team, seat)
+            if left_behind:
+                out(f"{seat.role}: its session is gone, {len(left_behind)} of its processes are not: ending them")
+                stopped.append((seat, left_behind))
+            elif running:
+                out(f"{seat.role}: already down")
             continue
-        agent = seatpane.foreground_agent(row.pane_pid) if not row.dead else None
+        tracked = _seat_processes(team, seat, row)
+        # Hook point for the inbox of a seat that is not Claude Code (inbox/server.stop_inbox), before its pane goes.
         try:
             srv.kill_pane(row.pane_id)
         except TmuxError as exc:
@@ -513,16 +571,17 @@ def down(
             failed = True
             continue
         statedir.remove_quietly(launch_path(team, seat.role))
-        stopped.append((seat, agent.pid if agent is not None else 0))
+        stopped.append((seat, tracked))
         out(f"{seat.role}: stopped (session {seat.session}, pane {row.pane_id})")
-    deadline = time.monotonic() + grace
-    left = [(s, p) for s, p in stopped if p]
-    while left and time.monotonic() < deadline:
-        left = [(s, p) for s, p in left if procs.alive(p)]
-        if left:
-            time.sleep(0.05)
-    for seat, pid in left:
-        out(f"{seat.role}: its agent (pid {pid}) is still running {grace:g}s after its pane was closed")
+    # Closing a pane hangs its processes up; whatever survives that (Gemini CLI can) is ended here.
+    with ThreadPoolExecutor(max_workers=max(1, len(stopped)), thread_name_prefix="reap") as pool:
+        ends = [(seat, pool.submit(reap.end, tracked, grace=grace)) for seat, tracked in stopped]
+        for seat, future in ends:
+            left = future.result()
+            if left:
+                failed = True
+                pids = ", ".join(str(t.pid) for t in left)
+                out(f"{seat.role}: its processes {pids} still run after SIGKILL: end them by hand (kill -9 {pids})")
     if stopped:
         out(f"the state directory and the message log are kept: {team.state_dir}")
     return 1 if failed else 0

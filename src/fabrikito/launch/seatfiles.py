@@ -49,6 +49,7 @@ from typing import Any
 from fabrikito.base import statedir
 from fabrikito.base.errors import FabrikitoError
 from fabrikito.base.values import frozen
+from fabrikito.team.agents import command_for
 from fabrikito.team.teamfile import Seat, Team
 
 LAUNCHER = "launcher"
@@ -155,15 +156,15 @@ def roster_section(team: Team, seat: Seat) -> str:
         "",
         f"Team `{team.name}`. These are the only names you act on:",
         "",
-        "| role | session name |",
-        "|---|---|",
+        "| role | session name | agent |",
+        "|---|---|---|",
     ]
     here = seat.host
     if any(s.host != here for s in team.seats):
-        lines[-2:] = ["| role | session name | where |", "|---|---|---|"]
-        lines += [f"| {s.role} | {s.session} | {_where(s, here)} |" for s in team.seats]
+        lines[-2:] = ["| role | session name | agent | where |", "|---|---|---|---|"]
+        lines += [f"| {s.role} | {s.session} | {s.agent} | {_where(s, here)} |" for s in team.seats]
     else:
-        lines += [f"| {s.role} | {s.session} |" for s in team.seats]
+        lines += [f"| {s.role} | {s.session} | {s.agent} |" for s in team.seats]
     lines.append("")
     lines.append(f"You are `{seat.role}`; your session name is `{seat.session}`.")
     em = team.seat(EM_ROLE)
@@ -183,6 +184,7 @@ def roster_section(team: Team, seat: Seat) -> str:
         f'`say` is `{say_command()} say <role> "message"` (your environment names the team and your role, '
         "so it labels the message as yours)."
     )
+    lines += _other_agents_lines(team, seat)
     return "\n".join(lines) + "\n"
 
 
@@ -190,6 +192,28 @@ def _where(seat: Seat, here: str | None) -> str:
     if seat.host == here:
         return "this machine"
     return f"another host ({seat.host or 'the team machine'}): use say"
+
+
+def _other_agents_lines(team: Team, seat: Seat) -> list[str]:
+    """How to reach seats that are not Claude Code, and, for such a seat, how it sends at all."""
+    others = [s.role for s in team.seats if s.agent != "claude" and s.role != seat.role]
+    lines: list[str] = []
+    if seat.agent != "claude":
+        lines += [
+            "",
+            "You are not Claude Code: you have no SendMessage tool. Reach every other seat, Claude Code seats "
+            f'included, by running `{say_command()} say <role> "message"` in your shell. Messages reach you typed '
+            "into your input, labelled `[from <role>]` (`[from owner]`, `[from launcher]` for the team's "
+            "configuration). Wherever the shared prompt says SendMessage, use that command instead.",
+        ]
+    elif others:
+        lines += [
+            "",
+            f"Not Claude Code: {', '.join(others)}. SendMessage cannot reach them and they cannot SendMessage "
+            f'you: use `{say_command()} say <role> "message"` for them; their answers come to you the same way, '
+            "typed into your input with their `[from <role>]` label.",
+        ]
+    return lines
 
 
 def say_command() -> str:
@@ -227,7 +251,11 @@ def seat_prompt(team: Team, seat: Seat) -> str:
 
 def seat_command(team: Team, seat: Seat) -> list[str]:
     """The argv of the seat's pane."""
-    argv = [*team.agent, "--settings", str(settings_path(team, seat.role)), "-n", seat.session]
+    if seat.agent != "claude":
+        from fabrikito.launch import otherseat
+
+        return ["/bin/sh", "-c", _STRIP_SCRIPT, SEAT_ARGV0, *otherseat.argv(team, seat, seat_prompt(team, seat))]
+    argv = [*command_for(team, seat), "--settings", str(settings_path(team, seat.role)), "-n", seat.session]
     if seat.permission_mode is not None:
         argv += ["--permission-mode", seat.permission_mode]
     argv += ["--append-system-prompt-file", str(prompt_path(team, seat.role))]
@@ -237,12 +265,21 @@ def seat_command(team: Team, seat: Seat) -> list[str]:
 
 def seat_env(team: Team, seat: Seat) -> dict[str, str]:
     """What tmux sets in the seat's pane (``-e``): the seat's env table, its role and team."""
+    if seat.agent != "claude":
+        from fabrikito.launch import otherseat
+
+        return {**otherseat.extra_env(team, seat), **dict(seat.env), **seat_variables(team, seat)}
     return {**dict(seat.env), **seat_variables(team, seat)}
 
 
 def write_seat_files(team: Team, seat: Seat) -> None:
     statedir.ensure_state_dir(team.base_dir, team.name)
     statedir.ensure_dir(seats_dir(team))
+    if seat.agent != "claude":
+        from fabrikito.launch import otherseat
+
+        otherseat.write_files(team, seat, seat_prompt(team, seat))
+        return
     settings = json.dumps(seat_settings(team, seat), indent=2, ensure_ascii=False) + "\n"
     statedir.write_atomic(settings_path(team, seat.role), settings.encode("utf-8"))
     statedir.write_atomic(prompt_path(team, seat.role), seat_prompt(team, seat).encode("utf-8"))
@@ -257,6 +294,7 @@ class LaunchRecord:
     pid: int
     kickoff: str  # pending / delivered / none / failed
     started: float
+    ticks: int = 0  # the pane process's start time (clock ticks since boot): down ends its session's processes
 
 
 def read_launch(team: Team, role: str) -> LaunchRecord | None:
@@ -268,13 +306,25 @@ def read_launch(team: Team, role: str) -> LaunchRecord | None:
         return None
     try:
         data = json.loads(raw)
-        return LaunchRecord(str(data["pane"]), int(data["pid"]), str(data["kickoff"]), float(data["started"]))
+        return LaunchRecord(
+            str(data["pane"]),
+            int(data["pid"]),
+            str(data["kickoff"]),
+            float(data["started"]),
+            int(data.get("ticks", 0)),
+        )
     except (ValueError, KeyError, TypeError):
         return None
 
 
 def write_launch(team: Team, role: str, record: LaunchRecord) -> None:
-    data = {"pane": record.pane, "pid": record.pid, "kickoff": record.kickoff, "started": record.started}
+    data = {
+        "pane": record.pane,
+        "pid": record.pid,
+        "kickoff": record.kickoff,
+        "started": record.started,
+        "ticks": record.ticks,
+    }
     try:
         statedir.write_atomic(launch_path(team, role), json.dumps(data).encode())
     except (OSError, FabrikitoError):

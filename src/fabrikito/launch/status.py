@@ -279,7 +279,9 @@ def seat_state(
     if row.dead or (look is not None and look.dead):
         return SeatState.EXITED, "its agent exited; the pane is kept so the reason can be read (attach)"
     if agent is None:
-        return SeatState.NOT_AGENT, "the pane's foreground program is not Claude Code (a shell?)"
+        return SeatState.NOT_AGENT, "the pane's foreground program is not an agent (a shell?)"
+    if agent.name != CLAUDE:
+        return _screen_state(agent, look)
     if entry is None:
         if look is not None:
             dialog = startup_dialog(plain_text(look.snapshot.ansi))
@@ -306,6 +308,24 @@ def seat_state(
     if status == "idle":
         return SeatState.IDLE, ""
     return SeatState.UNKNOWN, f"registry status {status!r}"
+
+
+def _screen_state(agent: seatpane.Agent, look: seatpane.Look | None) -> tuple[SeatState, str]:
+    """The state of an agent with no session registry (Codex, Gemini), from its screen alone."""
+    reading = _reading(agent, look)
+    if reading is None:
+        return SeatState.UNKNOWN, "its screen could not be read"
+    if reading.state is ScreenState.DIALOG:
+        return SeatState.WAITING, reading.detail or reading.reason
+    if reading.busy:  # its busy screens are never typable, whatever else they show
+        return SeatState.BUSY, ""
+    if reading.state is ScreenState.BOX_TEXT:
+        return SeatState.BOX_TEXT, ""
+    if reading.state is ScreenState.COPY_MODE:
+        return SeatState.IDLE, "in copy mode"
+    if reading.state is ScreenState.READY:
+        return SeatState.IDLE, ""
+    return SeatState.UNKNOWN, reading.reason
 
 
 def _qualified(agent: seatpane.Agent | None) -> bool | None:

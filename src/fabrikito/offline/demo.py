@@ -142,12 +142,13 @@ def running_standin(directory: Path) -> int | None:
     return pid if "fabrikito.offline.standin" in argv else None
 
 
-def start_standin(directory: Path) -> tuple[int, str]:
-    """Start ``python -m fabrikito.offline.standin`` in the background; return its pid and URL."""
+def start_standin(directory: Path, rules: Mapping[str, Any] | None = None) -> tuple[int, str]:
+    """Start ``python -m fabrikito.offline.standin`` in the background (with ``rules``, the demo's by
+    default); return its pid and URL."""
     from fabrikito.log.hook import package_root
 
     script = directory / "standin.json"
-    script.write_text(json.dumps(standin_script(), indent=2) + "\n", encoding="utf-8")
+    script.write_text(json.dumps(standin_script() if rules is None else rules, indent=2) + "\n", encoding="utf-8")
     out_path = directory / "standin.out"
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
     env["PYTHONPATH"] = package_root()

@@ -356,22 +356,14 @@ def stop_seats(seats: Iterable[OtherSeat]) -> None:
 
 # -- a program given by its path ------------------------------------------------------------
 
-_KIND_OF_PACKAGE = {"@openai/codex": CODEX, "@google/gemini-cli": GEMINI, "@anthropic-ai/claude-code": "claude"}
-
 
 def kind_of(program: Path) -> str | None:
     """Which agent ``program`` is (``claude``, ``codex``, ``gemini``), by the npm package it lies in; ``None``
     when it lies in none of theirs."""
-    for parent in program.resolve().parents:
-        manifest = parent / "package.json"
-        if manifest.is_file():
-            try:
-                data = json.loads(manifest.read_text(encoding="utf-8"))
-            except (OSError, ValueError):
-                return None
-            name = data.get("name") if isinstance(data, dict) else None
-            return _KIND_OF_PACKAGE.get(name) if isinstance(name, str) else None
-    return None
+    from fabrikito.team.agents import agent_in_package
+
+    found = agent_in_package(program.resolve())
+    return found[0] if found is not None else None
 
 
 def program_for(agent: str, program: Path) -> Path:

@@ -42,6 +42,7 @@ class SeatReport:
     permission_class: PermissionClass
     hooks_disabled: bool
     kickoff: str | None
+    agent: str = "claude"
 
 
 @frozen
@@ -101,6 +102,25 @@ def settings_choose_bypass(seat: Seat, environ: Mapping[str, str]) -> bool:
     return False
 
 
+def messaging_rules(agent: str) -> str:
+    """What the messaging rules mean for a seat of kind ``agent``, in one sentence."""
+    from fabrikito.team.agents import kind
+
+    k = kind(agent)
+    if k.sendmessage_hook:
+        return (
+            "SendMessage to the other Claude Code seats (logged by its hook, held between permission classes); "
+            "fabrikito say to the others"
+        )
+    busy = "say waits for it to be idle (or queues with --queue)" if not k.deliver_while_busy else ""
+    return (
+        f'no SendMessage and no hook: it sends with `fabrikito say <role> "..."` (logged by say), and every '
+        f"message reaches it by say, typed into its box labelled [from <sender>]; an Enter while it works is "
+        f"{k.busy_enter}, so {busy}; the team's prompt reaches it "
+        + (f"in {k.prompt_file} in its folder" if k.prompt_file else "on its command line")
+    )
+
+
 def run(team: Team, *, is_root: bool | None = None, env: dict[str, str] | None = None) -> Report:
     environ = dict(os.environ) if env is None else env
     root = os.geteuid() == 0 if is_root is None else is_root
@@ -110,8 +130,9 @@ def run(team: Team, *, is_root: bool | None = None, env: dict[str, str] | None =
             session=seat.session,
             permission_mode=seat.effective_mode,
             permission_class=seat.permission_class,
-            hooks_disabled=hooks_disabled(seat, environ),
+            hooks_disabled=seat.agent == "claude" and hooks_disabled(seat, environ),
             kickoff=team.kickoff_for(seat),
+            agent=seat.agent,
         )
         for seat in team.seats
     )
@@ -147,7 +168,10 @@ def run(team: Team, *, is_root: bool | None = None, env: dict[str, str] | None =
     lose_bypass = tuple(
         seat.role
         for seat in team.seats
-        if seat.effective_mode is None and not seat.bypass_available and settings_choose_bypass(seat, environ)
+        if seat.agent == "claude"
+        and seat.effective_mode is None
+        and not seat.bypass_available
+        and settings_choose_bypass(seat, environ)
     )
     if lose_bypass:
         warnings.append(
@@ -178,7 +202,8 @@ def run(team: Team, *, is_root: bool | None = None, env: dict[str, str] | None =
         stuck = tuple(
             seat.role
             for seat in team.seats
-            if seat.effective_mode == "bypassPermissions"
+            if seat.agent == "claude"
+            and seat.effective_mode == "bypassPermissions"
             and seat.host is None  # root here; a host's seats run as the ssh user there
             and (seat.env.get("IS_SANDBOX") or environ.get("IS_SANDBOX")) != "1"
         )
@@ -193,6 +218,7 @@ def run(team: Team, *, is_root: bool | None = None, env: dict[str, str] | None =
                     stuck,
                 )
             )
+    warnings += _gemini_warnings(team, environ)
     missing_cwd = tuple(s.role for s in team.seats if s.host is None and not s.cwd.is_dir())  # a host has its own
     if missing_cwd:
         warnings.append(
@@ -223,6 +249,51 @@ def run(team: Team, *, is_root: bool | None = None, env: dict[str, str] | None =
     return Report(team=team, seats=seats, warnings=tuple(warnings))
 
 
+def gemini_updates_on(seat: Seat, environ: Mapping[str, str]) -> bool:
+    """Whether the Gemini CLI user settings a seat reads leave its update check or update notice on."""
+    env = seat_environ(seat, environ)
+    home = env.get("GEMINI_CLI_HOME") or env.get("HOME") or os.path.expanduser("~")
+    data = _read_json(Path(home) / ".gemini" / "settings.json") or {}
+    general = data.get("general")
+    if not isinstance(general, dict):
+        return True
+    return general.get("enableAutoUpdate") is not False or general.get("enableAutoUpdateNotification") is not False
+
+
+def _gemini_warnings(team: Team, environ: Mapping[str, str]) -> list[CheckWarning]:
+    gemini = [s for s in team.seats if s.agent == "gemini"]
+    warnings = []
+    updating = tuple(s.role for s in gemini if gemini_updates_on(s, environ))
+    if updating:
+        warnings.append(
+            CheckWarning(
+                "gemini-updates",
+                "Gemini CLI checks for updates (and may install one) at start for "
+                + ", ".join(updating)
+                + ": only its user settings can turn that off, and fabrikito leaves them to you. Set "
+                '"general": {"enableAutoUpdate": false, "enableAutoUpdateNotification": false} in '
+                "~/.gemini/settings.json (the HOME the seat runs with).",
+                updating,
+            )
+        )
+    from fabrikito.team.agents import gemini_prompt_path, is_ours
+
+    owned = tuple(s.role for s in gemini if not is_ours(gemini_prompt_path(s)))
+    if owned:
+        warnings.append(
+            CheckWarning(
+                "own-gemini-md",
+                "the folder of "
+                + ", ".join(owned)
+                + " holds a GEMINI.md of your own, where up writes the team's prompt for Gemini CLI: up will not "
+                "start these seats. Move that file one folder up (Gemini reads it there too), or give each seat "
+                "a folder of its own.",
+                owned,
+            )
+        )
+    return warnings
+
+
 def to_json(report: Report) -> dict[str, Any]:
     team = report.team
     return {
@@ -231,6 +302,8 @@ def to_json(report: Report) -> dict[str, Any]:
             {
                 "role": s.role,
                 "session": s.session,
+                "agent": s.agent,
+                "messaging": messaging_rules(s.agent),
                 "permission_mode": s.permission_mode,
                 "class": s.permission_class.value,
                 "hooks_disabled": s.hooks_disabled,
@@ -246,20 +319,27 @@ def to_json(report: Report) -> dict[str, Any]:
 def render(report: Report) -> str:
     team = report.team
     lines = [f"team {team.name} ({team.path})"]
-    header = ("ROLE", "SESSION", "MODE", "CLASS", "HOOKS")
+    header = ("ROLE", "SESSION", "AGENT", "MODE", "CLASS", "HOOKS")
     rows = [
         (
             s.role,
             s.session,
-            s.permission_mode or "(inherited)",
+            s.agent,
+            s.permission_mode or ("(inherited)" if s.agent == "claude" else "-"),
             s.permission_class.value,
-            "off" if s.hooks_disabled else "on",
+            ("off" if s.hooks_disabled else "on") if s.agent == "claude" else "none",
         )
         for s in report.seats
     ]
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
     for row in [header, *rows]:
         lines.append("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip())
+    others = [s for s in report.seats if s.agent != "claude"]
+    if others:
+        lines.append("")
+        lines.append("seats that are not Claude Code:")
+        for s in others:
+            lines.append(f"  {s.role} ({s.agent}): {messaging_rules(s.agent)}")
     lines.append("")
     lines.append("kickoffs (each seat's first message):")
     for s in report.seats:

@@ -111,7 +111,7 @@ def team_text(name: str, roles: Sequence[str]) -> str:
         "",
         f"name = {_toml_str(name)}{' ' * max(1, 20 - len(name))}# the team's state and log: .state/{name}/",
         f"tmux_socket = {_toml_str(name)}{' ' * max(1, 13 - len(name))}# its own tmux server: tmux -L {name} attach",
-        'agent = "claude"             # the command each seat runs (a string, or a list with options)',
+        'agent = "claude"             # the command Claude Code seats run (a string, or a list with options)',
         f"shared_prompt = {_toml_str(DEFAULT_SHARED_PROMPT)}   # added to every seat's system prompt, with the roster",
         "# Typed into each seat once it is up, labelled [from launcher]; a seat's own",
         "# kickoff replaces it.  Say what to read and what to do first.",
@@ -124,6 +124,8 @@ def team_text(name: str, roles: Sequence[str]) -> str:
         "#   permission_mode  acceptEdits, default, plan, ... (bypassPermissions makes",
         "#                    messages from other seats wait for approval: see `fabrikito check`)",
         "#   args, env        more options for the agent; variables for it",
+        '#   agent            "claude" (the default), "codex" or "gemini": the agent the seat runs',
+        "#   command          its program, when not claude/codex/gemini on PATH (a string, or a list)",
     ]
     for role in roles:
         session = f"{name}-{role}"

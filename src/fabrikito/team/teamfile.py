@@ -17,6 +17,12 @@ Example (see ``examples/team.toml``)::
     kickoff = "..."               # optional; the team's kickoff otherwise
     env = { CLAUDE_CODE_NO_FLICKER = "1" }
 
+    [[seat]]
+    role = "dev"
+    session = "acme-dev"
+    agent = "codex"               # claude (the default), codex or gemini
+    command = ["/opt/codex/bin/codex"]   # optional: the program to run
+
 Every problem is reported at once, each naming the file, the seat, what is
 wrong and what to do; unknown keys are errors.
 """
@@ -58,7 +64,9 @@ SKIP_PERMISSIONS_FLAG = "--dangerously-skip-permissions"
 TEAM_KEYS = frozenset(
     {"name", "tmux_socket", "tmux_socket_path", "agent", "kickoff", "shared_prompt", "seat", "origin"}
 )
-SEAT_KEYS = frozenset({"role", "session", "cwd", "permission_mode", "args", "kickoff", "env", "host"})
+SEAT_KEYS = frozenset(
+    {"role", "session", "cwd", "permission_mode", "args", "kickoff", "env", "agent", "command", "host"}
+)
 #: An ssh destination (``build-2``, ``user@host``, ``ssh://user@host:port``): no space, no leading '-'.
 HOST_RE = re.compile(r"[A-Za-z0-9_.@:/\[\]%+=~-]{1,255}\Z")
 
@@ -69,6 +77,7 @@ class PermissionClass(StrEnum):
     BYPASS = "bypass"
     PROMPTING = "prompting"
     UNKNOWN = "cannot see"
+    NONE = "none"  # not Claude Code: no SendMessage, nothing held
 
 
 @frozen
@@ -80,6 +89,8 @@ class Seat:
     args: tuple[str, ...] = ()
     kickoff: str | None = None
     env: Mapping[str, str] = field(default_factory=dict)
+    agent: str = "claude"  # the agent kind (fabrikito.team.agents.KINDS)
+    command: tuple[str, ...] | None = None  # the program to run; None: the kind's (or the team's agent)
     host: str | None = None  # an ssh destination; None: the machine the team file is on
 
     @property
@@ -106,6 +117,8 @@ class Seat:
 
     @property
     def permission_class(self) -> PermissionClass:
+        if self.agent != "claude":
+            return PermissionClass.NONE
         mode = self.effective_mode
         if mode is None:
             return PermissionClass.UNKNOWN
@@ -374,8 +387,17 @@ def _seat(raw: Mapping[str, Any], index: int, base: Path, bad: Any) -> Seat | No
         bad(where, "'cwd' must be a directory path")
         ok = False
         cwd_raw = "."
+    kind, command, kind_ok = _kind_and_command(raw, where, bad)
+    ok = ok and kind_ok
     mode = raw.get("permission_mode")
-    if mode is not None and mode not in PERMISSION_MODES:
+    if mode is not None and kind != "claude":
+        bad(
+            where,
+            f"permission_mode is a Claude Code setting and this seat runs {kind}: remove it (set the agent's "
+            "approvals in its own configuration, or with its flags in args)",
+        )
+        ok = False
+    elif mode is not None and mode not in PERMISSION_MODES:
         bad(
             where,
             f"permission_mode {mode!r} is not one of {', '.join(PERMISSION_MODES)}: fix it, "
@@ -390,7 +412,7 @@ def _seat(raw: Mapping[str, Any], index: int, base: Path, bad: Any) -> Seat | No
     if mode is not None and (_mode_in_args(tuple(args)) is not None or SKIP_PERMISSIONS_FLAG in args):
         bad(where, "the permission mode is set twice (permission_mode and in args): keep one")
         ok = False
-    for arg in args:
+    for arg in args if kind == "claude" else ():
         reserved = reserved_arg(arg)
         if reserved is not None:
             bad(where, f"args may not hold {arg!r} ({reserved}): fabrikito sets {reserved} from the team file")
@@ -420,8 +442,44 @@ def _seat(raw: Mapping[str, Any], index: int, base: Path, bad: Any) -> Seat | No
         args=tuple(args),
         kickoff=kickoff,
         env=dict(env),
+        agent=kind,
+        command=command,
         host=host,
     )
+
+
+def _kind_and_command(raw: Mapping[str, Any], where: str, bad: Any) -> tuple[str, tuple[str, ...] | None, bool]:
+    """The seat's ``agent`` (its kind) and ``command`` (its program), checked."""
+    from fabrikito.team.agents import DEFAULT_KIND, KINDS
+
+    ok = True
+    kind = raw.get("agent", DEFAULT_KIND)
+    if not isinstance(kind, str) or kind not in KINDS:
+        hint = ""
+        if isinstance(kind, (str, list)) and kind and (not isinstance(kind, str) or "/" in kind or " " in kind):
+            hint = f"; to name the program it runs, set command = {kind!r}"
+        bad(where, f"agent {kind!r} is not an agent kind: set it to one of {', '.join(KINDS)}{hint}")
+        kind, ok = DEFAULT_KIND, False
+    command = raw.get("command")
+    if command is None:
+        return kind, None, ok
+    if isinstance(command, str) and command.strip() and command == command.strip():
+        if len(command.split()) == 1 or os.path.exists(command):
+            return kind, (command,), ok
+        bad(
+            where,
+            f"'command' {command!r} reads like a shell line, and it is run as one program: write it as a "
+            f"list, {command.split()!r}",
+        )
+        return kind, None, False
+    if isinstance(command, list) and command and all(isinstance(c, str) and c for c in command) and command[0].strip():
+        return kind, tuple(command), ok
+    bad(
+        where,
+        "'command' must be the program to run: a path or a name on PATH (a string, not a shell line), or a "
+        'list of the program and its first arguments, such as ["npx", "@openai/codex"]',
+    )
+    return kind, None, False
 
 
 def _optional_str(data: Mapping[str, Any], key: str, where: str, bad: Any) -> str | None:
