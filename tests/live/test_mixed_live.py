@@ -136,6 +136,36 @@ def test_say_delivers_labelled_intact_as_one_turn(mixed: Mixed, role: str, text:
     assert len(turns) == 1, [r.last_user_text for r in turns]
 
 
+def test_a_claude_seats_sendmessage_reaches_a_codex_seat_through_its_inbox(mixed: Mixed) -> None:
+    """``up`` gives cx an inbox registered where em looks: em's SendMessage to cx's session name is queued,
+    typed into cx labelled ``[from em]`` as one turn, and logged delivered; ``down`` takes the inbox's
+    registry away.  (cx answering with ``say`` from its shell: the demo's test.)"""
+    result = mixed.up()
+    assert not result.failed, "\n".join(mixed.lines)
+    assert any(line.startswith("cx: inbox listening as mixed-cx") for line in mixed.lines), mixed.lines
+    mixed.standin.wait_for_request("cx", "[from launcher]")
+    mixed.standin.wait_for_request("em", "[from launcher]")
+    wait_until(lambda: _idle(mixed, "cx"), 30, describe=lambda: mixed.screen("cx"), what="cx idle")
+    text = "the schema is ready for review"
+    send = Reply(tool="SendMessage", input={"to": "mixed-cx", "message": text}, then=Reply(text="sent"))
+    mixed.standin.on("tell cx", send, seat="em")
+    mark = mixed.standin.mark()
+    assert fabrikito("say", "em", team=mixed.team.path, stdin="please tell cx").returncode == 0
+    outcome = mixed.standin.wait_for_tool_result("em", "SendMessage", 60)
+    assert "error" not in json.dumps(outcome.json()).lower()[:200], outcome.json()
+    request = mixed.standin.wait_for_request("cx", text, since=mark, timeout=60)
+    assert request.last_user_text.endswith("[from em] " + text), request.last_user_text
+    turns = [r for r in mixed.standin.main_requests("cx") if r.index >= mark and text in r.last_user_text]
+    assert len(turns) == 1
+    assert demo_mixed.wait_delivered(mixed.team, "em", "cx", text, timeout=10)
+    registry = [p for p in Path(mixed.setups["em"][1]["HOME"], ".claude", "sessions").glob("*.json")]
+    inbox_entries = [p for p in registry if "fabrikitoInbox" in p.read_text(encoding="utf-8")]
+    assert sorted(json.loads(p.read_text(encoding="utf-8"))["name"] for p in inbox_entries) == ["mixed-cx", "mixed-gm"]
+    lines: list[str] = []
+    assert lifecycle.down(mixed.team, out=lines.append, server=mixed.server) == 0, lines
+    assert not [p for p in inbox_entries if p.exists()]
+
+
 @pytest.mark.parametrize("role", ["cx", "gm"])
 def test_a_busy_seat_gets_no_key_and_a_queued_message_arrives_as_its_own_turn(mixed: Mixed, role: str) -> None:
     assert not mixed.up().failed, "\n".join(mixed.lines)

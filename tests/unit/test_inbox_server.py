@@ -124,6 +124,12 @@ def test_a_seat_of_unknown_mode_is_bypass_when_its_args_skip_approvals(tmp_path:
     assert gate.seat_class(seat) is PermissionClass.BYPASS
     plain = teamfile.Seat(role="cx", session="s", cwd=tmp_path, permission_mode=None)
     assert gate.seat_class(plain) is PermissionClass.PROMPTING
+    # A Codex or Gemini seat (its own class is "none": no SendMessage of its own) is judged by its args too.
+    codex = teamfile.Seat(role="cx", session="s", cwd=tmp_path, permission_mode=None, agent="codex")
+    assert codex.permission_class is PermissionClass.NONE
+    assert gate.seat_class(codex) is PermissionClass.PROMPTING
+    yolo = teamfile.Seat(role="gm", session="s", cwd=tmp_path, permission_mode=None, agent="gemini", args=("--yolo",))
+    assert gate.seat_class(yolo) is PermissionClass.BYPASS
 
 
 def test_repeats_are_dropped_by_id_and_by_text_within_the_window() -> None:

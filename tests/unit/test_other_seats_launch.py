@@ -138,7 +138,7 @@ def test_gemini_update_settings_turned_off_by_the_user_silence_the_warning(tmp_p
 def test_a_claude_seat_in_a_mixed_team_is_told_to_use_say_for_the_others(tmp_path: Path) -> None:
     team = make(tmp_path)
     prompt = seatfiles.seat_prompt(team, seat(team, "em"))
-    assert "Not Claude Code: cx, gm. SendMessage cannot reach them" in prompt
+    assert "Not Claude Code: cx, gm. SendMessage reaches them by their session name" in prompt
     assert seatfiles.seat_command(team, seat(team, "em"))[4] == "claude"
 
 

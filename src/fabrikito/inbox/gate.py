@@ -100,7 +100,7 @@ class Decision:
 def seat_class(seat: Seat) -> PermissionClass:
     """The seat's permission class; a seat whose mode is not known is bypass when its args skip approvals."""
     known = seat.permission_class
-    if known is not PermissionClass.UNKNOWN:
+    if known not in (PermissionClass.UNKNOWN, PermissionClass.NONE):  # NONE: a seat that is not Claude Code
         return known
     args = set(seat.args)
     if args & BYPASS_ARGS or seat.bypass_available or {"--approval-mode", "yolo"} <= args:

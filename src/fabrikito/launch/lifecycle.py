@@ -22,6 +22,7 @@ from fabrikito.base.errors import FabrikitoError, TmuxError, UsageError
 from fabrikito.base.tmux import Server
 from fabrikito.base.values import frozen
 from fabrikito.delivery import seatpane
+from fabrikito.launch import seatinboxes
 from fabrikito.launch.otherseat import UsersOwnFile
 from fabrikito.launch.seatfiles import (
     LAUNCHER,
@@ -202,8 +203,8 @@ def up(
             waiting.append(started)
     if waiting:
         _wait_and_kickoff(run, waiting)
-    # Hook point for the inbox of seats that are not Claude Code (inbox/server.start_inbox): one socket
-    # per such seat started here, once its box is ready (run.results[role].step is STARTED).
+    failed_roles = {role for role, r in run.results.items() if r.step is Step.FAILED}
+    seatinboxes.start(team, [s for s in seats if s.role in run.results and s.role not in failed_roles], out)
     if server is None or server == team.server():
         _start_worker(team, out)
     ordered = tuple(run.results[s.role] for s in seats if s.role in run.results)
@@ -544,7 +545,7 @@ def down(
 
         if workerstate.read_info(team).running:
             out(worker.stop(team))
-    _stop_inboxes(team, seats, out)
+    seatinboxes.stop(team, seats, out)
     rows, running = list_panes(srv)
     if not running:
         out(f"no seat is up ({srv.describe()} is not running)")
@@ -563,7 +564,6 @@ def down(
                 out(f"{seat.role}: already down")
             continue
         tracked = _seat_processes(team, seat, row)
-        # Hook point for the inbox of a seat that is not Claude Code (inbox/server.stop_inbox), before its pane goes.
         try:
             srv.kill_pane(row.pane_id)
         except TmuxError as exc:
@@ -585,13 +585,3 @@ def down(
     if stopped:
         out(f"the state directory and the message log are kept: {team.state_dir}")
     return 1 if failed else 0
-
-
-def _stop_inboxes(team: Team, seats: Sequence[Seat], out: Callable[[str], None]) -> None:
-    """The inbox of each seat that has one running (seats that are not Claude Code): its socket and registry go."""
-    from fabrikito.inbox import inboxfiles
-    from fabrikito.inbox.server import stop_inbox
-
-    for seat in seats:
-        if (team.state_dir / inboxfiles.INBOX_DIR / f"{seat.role}.json").exists():
-            out(stop_inbox(team, seat))

@@ -209,9 +209,10 @@ def _other_agents_lines(team: Team, seat: Seat) -> list[str]:
     elif others:
         lines += [
             "",
-            f"Not Claude Code: {', '.join(others)}. SendMessage cannot reach them and they cannot SendMessage "
-            f'you: use `{say_command()} say <role> "message"` for them; their answers come to you the same way, '
-            "typed into your input with their `[from <role>]` label.",
+            f"Not Claude Code: {', '.join(others)}. SendMessage reaches them by their session name (fabrikito "
+            "keeps an inbox for each: your message waits there until they are idle, then it is typed into their "
+            f'input with your `[from <role>]` label), and so does `{say_command()} say <role> "message"`. They '
+            "cannot SendMessage you: their answers come typed into your input with their `[from <role>]` label.",
         ]
     return lines
 

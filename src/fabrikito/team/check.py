@@ -115,7 +115,8 @@ def messaging_rules(agent: str) -> str:
     busy = "say waits for it to be idle (or queues with --queue)" if not k.deliver_while_busy else ""
     return (
         f'no SendMessage and no hook: it sends with `fabrikito say <role> "..."` (logged by say), and every '
-        f"message reaches it by say, typed into its box labelled [from <sender>]; an Enter while it works is "
+        f"message reaches it typed into its box labelled [from <sender>], by say or by a Claude Code seat's "
+        f"SendMessage to its session (fabrikito's inbox for it, started by up, queues it); an Enter while it works is "
         f"{k.busy_enter}, so {busy}; the team's prompt reaches it "
         + (f"in {k.prompt_file} in its folder" if k.prompt_file else "on its command line")
     )
