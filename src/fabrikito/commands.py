@@ -197,16 +197,18 @@ def cmd_down(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from fabrikito.launch import status
     from fabrikito.team import teamfile
 
     team = teamfile.load(args.team)
     if _across_hosts(team):
-        from fabrikito.launch import multihost
+        from fabrikito.launch import multihost, status
 
         found = multihost.collect(team, screens=not args.no_screens)
     else:
-        found = status.collect(team, screens=not args.no_screens)
+        listing = team.server().start_list_panes()  # tmux answers while the rest is imported
+        from fabrikito.launch import status
+
+        found = status.collect(team, screens=not args.no_screens, listing=listing)
     if args.json:
         from fabrikito.log.logview import json_text
 
