@@ -161,7 +161,7 @@ def main() -> int:
         entry["pidDomain"] = domain
     (cfg / "sessions" / f"{os.getpid()}.json").write_text(json.dumps(entry))
     token = "ab" * 16
-    sessions.key_path(cfg / "sessions", os.getpid(), sock).write_text(
+    Path(sessions.key_path(cfg / "sessions", os.getpid(), sock)).write_text(
         json.dumps({"peerToken": token, "procStart": start})
     )
     env = {"CLAUDE_CONFIG_DIR": str(cfg), "HOME": str(tmp)}

@@ -242,3 +242,53 @@ def test_send_tells_a_team_file_is_here_as_the_team_file_module_does(
             (tmp_path / "team.toml").write_text("")
         monkeypatch.setenv("FABRIKITO_TEAM", env)
         assert send.team_file_here() is here is teamfile.resolve_team_path(None).exists()
+
+
+STARTED_FIRST = """
+import sys
+from fabrikito import cli
+from fabrikito.base import spawn
+started = spawn.start
+def start(argv, env, data=b""):
+    if "list-panes" in argv:
+        print("launch.status imported:", "fabrikito.launch.status" in sys.modules, file=sys.stderr)
+    return started(argv, env, data)
+spawn.start = start
+sys.exit(cli.main(sys.argv[1:]))
+"""
+
+
+def test_status_starts_its_pane_list_before_importing_the_rest(tmp_path: Path) -> None:
+    """tmux makes the pane list while status imports its modules (the list's format is fixed)."""
+    team = tmp_path / "team.toml"
+    team.write_text(
+        f'name = "t"\ntmux_socket_path = "{tmp_path / "none"}"\n[[seat]]\nrole = "dev"\nsession = "t-dev"\n'
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", STARTED_FIRST, "status", "--team", str(team)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0 and "dev" in done.stdout, done.stderr
+    assert done.stderr.splitlines()[0] == "launch.status imported: False"
+
+
+def test_send_to_a_session_does_not_import_pathlib(tmp_path: Path) -> None:
+    """send's whole way (the registry, the key file, the post, the record of the last send) uses string
+    paths: pathlib (with urllib.parse and ipaddress, 3.5 ms) is what the skill's recipe does not pay."""
+    from tests.unit.test_inbox import Listener, Registry
+
+    registry = Registry(tmp_path / "claude")
+    listener = Listener(tmp_path / "s.sock")
+    try:
+        registry.add("seat-a", socket_path=str(listener.path))
+        env = {**registry.env, "XDG_STATE_HOME": str(tmp_path / "state")}
+        code, out, modules = run_for_modules(["send", "--to", "seat-a", "hi"], **env)
+    finally:
+        listener.close()
+    assert code == 0 and "written:" in out, out
+    assert sorted((HEAVY | ARGPARSE | NOT_FOR["send"] | {"pathlib"}) & modules) == []
+    (record,) = (tmp_path / "state" / "fabrikito" / "sent").iterdir()  # the record of the last send was kept
+    assert record.stat().st_mode & 0o777 == 0o600
