@@ -251,28 +251,46 @@ from fabrikito.base import spawn
 started = spawn.start
 def start(argv, env, data=b""):
     if "list-panes" in argv:
-        print("launch.status imported:", "fabrikito.launch.status" in sys.modules, file=sys.stderr)
+        print("imported:", "fabrikito.launch.status" in sys.modules, "fabrikito.delivery.say" in sys.modules,
+              file=sys.stderr)
     return started(argv, env, data)
 spawn.start = start
 sys.exit(cli.main(sys.argv[1:]))
 """
 
 
-def test_status_starts_its_pane_list_before_importing_the_rest(tmp_path: Path) -> None:
-    """tmux makes the pane list while status imports its modules (the list's format is fixed)."""
-    team = tmp_path / "team.toml"
-    team.write_text(
-        f'name = "t"\ntmux_socket_path = "{tmp_path / "none"}"\n[[seat]]\nrole = "dev"\nsession = "t-dev"\n'
-    )
+def started_first(argv: list[str]) -> tuple[int, str, str]:
+    """Run ``fabrikito ARGV``; its exit status, stdout, and what was imported when the pane list started."""
+    environ = {k: v for k, v in os.environ.items() if not k.startswith(("TMUX", "TEAM_ROLE", "FABRIKITO"))}
     done = subprocess.run(
-        [sys.executable, "-c", STARTED_FIRST, "status", "--team", str(team)],
+        [sys.executable, "-c", STARTED_FIRST, *argv],
         capture_output=True,
         text=True,
+        env=environ,
+        stdin=subprocess.DEVNULL,
         timeout=60,
         check=False,
     )
-    assert done.returncode == 0 and "dev" in done.stdout, done.stderr
-    assert done.stderr.splitlines()[0] == "launch.status imported: False"
+    return done.returncode, done.stdout, done.stderr.splitlines()[0] if done.stderr else ""
+
+
+def test_status_and_say_start_their_pane_list_before_importing_the_rest(tmp_path: Path) -> None:
+    """tmux makes the pane list (its format is fixed) while status or say imports the modules that read it."""
+    from fabrikito.base.tmux import Server
+
+    server = Server(socket_name=f"fab-unit-{os.urandom(4).hex()}")
+    team = tmp_path / "team.toml"
+    team.write_text(f'name = "t"\ntmux_socket = "{server.socket_name}"\n[[seat]]\nrole = "dev"\nsession = "t-dev"\n')
+    code, out, imported = started_first(["status", "--team", str(team)])  # no server: status still lists first
+    assert code == 0 and "dev" in out and imported == "imported: False False", (out, imported)
+    try:
+        server.new_session("t-dev", ["sleep", "30"], cwd="/")
+        code, out, imported = started_first(["status", "--team", str(team)])
+        assert code == 0 and "not running claude" in out and imported == "imported: False False", (out, imported)
+        code, out, imported = started_first(["say", "--team", str(team), "dev", "hi"])
+        assert code == 3 and imported == "imported: False False", (out, imported)  # refused: not Claude Code
+    finally:
+        server.kill_server()
 
 
 def test_send_to_a_session_does_not_import_pathlib(tmp_path: Path) -> None:
