@@ -20,6 +20,7 @@ docs/benchmarks.md.
 
 from __future__ import annotations
 
+import compileall
 import contextlib
 import os
 import statistics
@@ -50,6 +51,9 @@ EACH = int(os.environ.get("BENCH_EACH", "3"))
 FLOOR = "floor: bare paste + Enter"
 ENGINE = "deliver (in-process)"
 CLI = "fabrikito say (CLI)"
+# BENCH_BEFORE=DIR: also time the CLI from another copy of the package (DIR/src), in the same rounds.
+BEFORE = os.environ.get("BENCH_BEFORE")
+CLI_BEFORE = "fabrikito say (CLI), the code before"
 
 
 def to_request(standin: StandIn, mark: int, needle: str, t0: float) -> float:
@@ -83,8 +87,12 @@ def main() -> None:
         team = teamfile.load(team_path)
         env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "TEAM_ROLE": "live-test"}
         cli = fabrikito_cli()
-        times: dict[str, list[float]] = {FLOOR: [], ENGINE: [], CLI: []}
-        wall: dict[str, list[float]] = {ENGINE: [], CLI: []}
+        times: dict[str, list[float]] = {FLOOR: [], ENGINE: [], CLI: [], **({CLI_BEFORE: []} if BEFORE else {})}
+        wall: dict[str, list[float]] = {ENGINE: [], CLI: [], **({CLI_BEFORE: []} if BEFORE else {})}
+        variants = {CLI: (env, "cli")}
+        if BEFORE:
+            compileall.compile_dir(str(Path(BEFORE) / "src"), quiet=1)
+            variants[CLI_BEFORE] = ({**env, "PYTHONPATH": str(Path(BEFORE) / "src")}, "before")
         try:
             for i in range(ROUNDS):
                 mark = standin.mark()
@@ -101,18 +109,19 @@ def main() -> None:
                 assert result.result is say.Result.DELIVERED, result
                 times[ENGINE].append(to_request(standin, mark, f"engine round {i} ", t0))
 
-                mark = standin.mark()
-                t0 = time.monotonic()
-                done = subprocess.run(
-                    [*cli, "say", "--team", str(team_path), "dev", f"cli round {i} please look"],
-                    env=env,
-                    capture_output=True,
-                    text=True,
-                    check=False,
-                )
-                wall[CLI].append(time.monotonic() - t0)
-                assert done.returncode == 0, done.stderr
-                times[CLI].append(to_request(standin, mark, f"cli round {i} ", t0))
+                for name, (cli_env, word) in variants.items():
+                    mark = standin.mark()
+                    t0 = time.monotonic()
+                    done = subprocess.run(
+                        [*cli, "say", "--team", str(team_path), "dev", f"{word} round {i} please look"],
+                        env=cli_env,
+                        capture_output=True,
+                        text=True,
+                        check=False,
+                    )
+                    wall[name].append(time.monotonic() - t0)
+                    assert done.returncode == 0, done.stderr
+                    times[name].append(to_request(standin, mark, f"{word} round {i} ", t0))
 
             mark = standin.mark()
             t0 = time.perf_counter()

@@ -23,6 +23,7 @@ section of docs/benchmarks.md.
 from __future__ import annotations
 
 import argparse
+import compileall
 import json
 import os
 import socket
@@ -41,6 +42,9 @@ sys.path[:0] = [str(ROOT), str(ROOT / "src")]
 from bench.report import fabrikito_cli, write_section  # noqa: E402 -- after the path is set
 
 from fabrikito.inbox import client, sessions  # noqa: E402
+
+# BENCH_BEFORE=DIR: also time `send` from another copy of the package (DIR/src), in the same rounds.
+BEFORE = os.environ.get("BENCH_BEFORE")
 
 RECIPE = """\
 import json, socket, sys
@@ -161,7 +165,7 @@ def main() -> int:
         entry["pidDomain"] = domain
     (cfg / "sessions" / f"{os.getpid()}.json").write_text(json.dumps(entry))
     token = "ab" * 16
-    sessions.key_path(cfg / "sessions", os.getpid(), sock).write_text(
+    Path(sessions.key_path(cfg / "sessions", os.getpid(), sock)).write_text(
         json.dumps({"peerToken": token, "procStart": start})
     )
     env = {"CLAUDE_CONFIG_DIR": str(cfg), "HOME": str(tmp)}
@@ -180,6 +184,11 @@ def main() -> int:
         "find-recipe-cli": [sys.executable, str(find_script), "bench-seat", msg],
         "cli": [*fabrikito_cli(), "send", "--to", "bench-seat", msg],
     }
+    envs = {name: sub_env for name in subprocess_variants}
+    if BEFORE:  # the same command from the code before, in the same rounds
+        compileall.compile_dir(str(Path(BEFORE) / "src"), quiet=1)
+        subprocess_variants["cli-before"] = subprocess_variants["cli"]
+        envs["cli-before"] = {**sub_env, "PYTHONPATH": str(Path(BEFORE) / "src")}
     times: dict[str, list[float]] = {k: [] for k in [*variants, *subprocess_variants]}
     for _ in range(10):  # warm-up
         for fn in variants.values():
@@ -196,7 +205,7 @@ def main() -> int:
                 argv,
                 input=RECIPE if name == "recipe-cli" else None,
                 text=True,
-                env=sub_env,
+                env=envs[name],
                 check=True,
                 cwd=tmp,
                 stdout=subprocess.DEVNULL,
@@ -208,7 +217,7 @@ def main() -> int:
         time.sleep(0.01)
     med = {k: statistics.median(v) * 1000 for k, v in times.items()}
     base = {"recipe": "recipe", "library": "recipe", "recipe-cli": "recipe-cli"}
-    base |= {"find-recipe-cli": "find-recipe-cli", "cli": "find-recipe-cli"}
+    base |= {"find-recipe-cli": "find-recipe-cli", "cli": "find-recipe-cli", "cli-before": "find-recipe-cli"}
     rows = []
     for name, vals in times.items():
         p90 = sorted(vals)[int(len(vals) * 0.9) - 1] * 1000
@@ -219,7 +228,7 @@ def main() -> int:
     ratio = med["cli"] / med["find-recipe-cli"]
     fastest = min(times["cli"]) / min(times["find-recipe-cli"])
     print("\n".join(rows))
-    print(f"received {sink.count} of {expected} connections")
+    print(f"received {sink.count} of {expected} connections; ratio {ratio:.2f}x; load {os.getloadavg()[0]:.1f}")
     body = "\n".join(
         [
             "## `fabrikito send` against the message-claude recipes",
@@ -231,7 +240,8 @@ def main() -> int:
             "checks, post); `recipe-cli` is the minimal recipe as `python3 - SOCK TOKEN MSG`; "
             "`find-recipe-cli` is the skill's recipe that finds its target by name in the registry and reads its "
             "peerToken, run as a script (the like-for-like baseline of `send --to NAME`); `cli` is the installed "
-            "`fabrikito send --to NAME MSG`.",
+            "`fabrikito send --to NAME MSG`"
+            + (f"; `cli-before` is the same command from the code in `{BEFORE}`." if BEFORE else "."),
             "",
             "| variant | n | median ms | p90 ms | ratio |",
             "|---|---|---|---|---|",
@@ -241,11 +251,11 @@ def main() -> int:
             f"{'met' if ratio <= 1.3 else 'not met'}; fastest run against fastest run: {fastest:.2f}x); "
             "against the minimal recipe (no lookup at all) "
             f"{med['cli'] / med['recipe-cli']:.2f}x. All {sink.count} of {expected} connections arrived. "
-            "Both recipes import `json`, `socket` (and `hashlib`, `glob` with `re`); the CLI adds `pathlib` (with "
-            "`urllib.parse` and `ipaddress`, about 3.5 ms), its own modules, the registry and liveness checks and "
-            "the record of the last send (for the repeat warning); not argparse (a plain command line is read by "
-            "`fabrikito.fastargs`), and outside a team (none here) not the team file, the message log or who is "
-            "speaking beyond `TEAM_ROLE`.",
+            "Both recipes import `json`, `socket` (and `hashlib`, `glob` with `re`); the CLI adds its own modules, "
+            "the registry and liveness checks and the record of the last send (for the repeat warning); not "
+            "`pathlib` (string paths on this path: tests/unit/test_startup.py), not argparse (a plain command "
+            "line is read by `fabrikito.fastargs`), and outside a team (none here) not the team file, the message "
+            "log or who is speaking beyond `TEAM_ROLE`.",
             f"Load average at the end of the run: {os.getloadavg()[0]:.1f}.",
         ]
     )

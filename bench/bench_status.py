@@ -17,6 +17,7 @@ Writes the "status" section of docs/benchmarks.md.
 
 from __future__ import annotations
 
+import compileall
 import os
 import secrets
 import shutil
@@ -72,6 +73,10 @@ def floor_argv(team: teamfile.Team, tmux: str) -> list[str]:
 
 
 RUNS = int(os.environ.get("BENCH_RUNS", "20"))
+# BENCH_BEFORE=DIR: also time the same command from another copy of the package (DIR/src, byte-compiled),
+# in the same rounds, for a before/after made in one run (``git archive <commit> src | tar -x -C DIR``).
+BEFORE = os.environ.get("BENCH_BEFORE")
+BEFORE_NAME = "fabrikito status, before"
 
 
 def timed(argv: list[str], env: dict[str, str]) -> float:
@@ -120,8 +125,13 @@ def main() -> None:
                 plain = {**env, "PATH": os.environ["PATH"]}  # timed without the counting shim
                 floor = floor_argv(team, real_tmux)
                 names = ("python -c pass", "fabrikito status", FLOOR_NAME, IMPORT_RE)
-                times: dict[str, list[float]] = {name: [] for name in names}
+                times: dict[str, list[float]] = {name: [] for name in (*names, *((BEFORE_NAME,) if BEFORE else ()))}
+                if BEFORE:
+                    compileall.compile_dir(str(Path(BEFORE) / "src"), quiet=1)
+                    before_env = {**plain, "PYTHONPATH": str(Path(BEFORE) / "src")}
                 for _ in range(RUNS):
+                    if BEFORE:
+                        times[BEFORE_NAME].append(timed(cli, before_env))
                     times["python -c pass"].append(timed(bare, plain))
                     times["fabrikito status"].append(timed(cli, plain))
                     times[FLOOR_NAME].append(timed(floor, plain))
@@ -142,7 +152,11 @@ def main() -> None:
     fastest = min(times["fabrikito status"]) / min(times["python -c pass"])
     floor_ratio = median[FLOOR_NAME] / median["python -c pass"]
     print(f"tmux calls: {tmux_calls}; states: {states}")
-    print(f"medians: {median}; collect in-process {collect_ms:.1f} ms; ratio {ratio:.1f}x")
+    print(
+        f"medians: {median}; collect in-process {collect_ms:.1f} ms; ratio {ratio:.2f}x; load {os.getloadavg()[0]:.1f}"
+    )
+    if BEFORE:
+        print(f"before: {median[BEFORE_NAME] / median['python -c pass']:.2f}x")
     body = "\n".join(
         [
             f"## `status` for {SEATS} seats: tmux calls and wall time",
@@ -162,12 +176,22 @@ def main() -> None:
             f"(**{floor_ratio:.2f}x** a bare start) |",
             f"| {IMPORT_RE} (the installed script imports `re` first), median | {median[IMPORT_RE]:.1f} ms "
             f"({median[IMPORT_RE] / median['python -c pass']:.2f}x) |",
+            *(
+                [
+                    f"| the same `status` from the code before (`{BEFORE}`), median | {median[BEFORE_NAME]:.1f} ms "
+                    f"(**{median[BEFORE_NAME] / median['python -c pass']:.2f}x**) |"
+                ]
+                if BEFORE
+                else []
+            ),
             "",
             f"`status` costs **{ratio:.2f}x** a bare interpreter start ({RUNS} interleaved runs each; goal: 3x, "
             f"{'met' if ratio <= 3 else 'not met'}; fastest run against fastest run: {fastest:.2f}x). "
             "One call lists every pane (`list-panes -a`); one more reads "
             "every seat's screen (`display-message` and `capture-pane` chained in one tmux invocation, read-only). "
-            "The rest is `/proc`, the registry files, the tail of the log and reading 12 screens; `--no-screens` "
+            "Each call runs while fabrikito works: the pane list is started as soon as the team file is loaded, "
+            "before the status modules are imported, and the screens' call before `/proc`, the registry files and "
+            "the tail of the log are read; then the 12 screens are recognised. `--no-screens` "
             "drops the second call (and the `box holds text` state with it). "
             f"Those two tmux calls alone, from a bare interpreter, already cost {floor_ratio:.2f}x, and the "
             f"installed `fabrikito` script imports `re` before any of fabrikito runs: the goal leaves "

@@ -104,10 +104,14 @@ def _read_stdin() -> str:
 def cmd_say(args: argparse.Namespace) -> int:
     import os
 
-    from fabrikito.delivery import say
     from fabrikito.team import teamfile
 
     team = teamfile.load(args.team)
+    server = team.server()
+    # tmux lists the panes while the delivery engine is imported (say reads the list first)
+    listing = server.start_list_panes() if os.path.exists(server.resolved_socket_path()) else None
+    from fabrikito.delivery import say
+
     expire = _expire(args)
 
     def text() -> str:  # read once the log line is owed, so a usage error is logged too
@@ -118,7 +122,7 @@ def cmd_say(args: argparse.Namespace) -> int:
 
     return say.run_say(
         team,
-        team.server(),
+        server,
         args.role,
         text,
         env_role=os.environ.get("TEAM_ROLE") or None,
@@ -126,6 +130,7 @@ def cmd_say(args: argparse.Namespace) -> int:
         err=say.STDERR,
         trace=say.STDERR if args.verbose else say.no_trace,
         expire=expire,
+        listing=listing,
     )
 
 
@@ -197,16 +202,18 @@ def cmd_down(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from fabrikito.launch import status
     from fabrikito.team import teamfile
 
     team = teamfile.load(args.team)
     if _across_hosts(team):
-        from fabrikito.launch import multihost
+        from fabrikito.launch import multihost, status
 
         found = multihost.collect(team, screens=not args.no_screens)
     else:
-        found = status.collect(team, screens=not args.no_screens)
+        listing = team.server().start_list_panes()  # tmux answers while the rest is imported
+        from fabrikito.launch import status
+
+        found = status.collect(team, screens=not args.no_screens, listing=listing)
     if args.json:
         from fabrikito.log.logview import json_text
 

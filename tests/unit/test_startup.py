@@ -242,3 +242,71 @@ def test_send_tells_a_team_file_is_here_as_the_team_file_module_does(
             (tmp_path / "team.toml").write_text("")
         monkeypatch.setenv("FABRIKITO_TEAM", env)
         assert send.team_file_here() is here is teamfile.resolve_team_path(None).exists()
+
+
+STARTED_FIRST = """
+import sys
+from fabrikito import cli
+from fabrikito.base import spawn
+started = spawn.start
+def start(argv, env, data=b""):
+    if "list-panes" in argv:
+        print("imported:", "fabrikito.launch.status" in sys.modules, "fabrikito.delivery.say" in sys.modules,
+              file=sys.stderr)
+    return started(argv, env, data)
+spawn.start = start
+sys.exit(cli.main(sys.argv[1:]))
+"""
+
+
+def started_first(argv: list[str]) -> tuple[int, str, str]:
+    """Run ``fabrikito ARGV``; its exit status, stdout, and what was imported when the pane list started."""
+    environ = {k: v for k, v in os.environ.items() if not k.startswith(("TMUX", "TEAM_ROLE", "FABRIKITO"))}
+    done = subprocess.run(
+        [sys.executable, "-c", STARTED_FIRST, *argv],
+        capture_output=True,
+        text=True,
+        env=environ,
+        stdin=subprocess.DEVNULL,
+        timeout=60,
+        check=False,
+    )
+    return done.returncode, done.stdout, done.stderr.splitlines()[0] if done.stderr else ""
+
+
+def test_status_and_say_start_their_pane_list_before_importing_the_rest(tmp_path: Path) -> None:
+    """tmux makes the pane list (its format is fixed) while status or say imports the modules that read it."""
+    from fabrikito.base.tmux import Server
+
+    server = Server(socket_name=f"fab-unit-{os.urandom(4).hex()}")
+    team = tmp_path / "team.toml"
+    team.write_text(f'name = "t"\ntmux_socket = "{server.socket_name}"\n[[seat]]\nrole = "dev"\nsession = "t-dev"\n')
+    code, out, imported = started_first(["status", "--team", str(team)])  # no server: status still lists first
+    assert code == 0 and "dev" in out and imported == "imported: False False", (out, imported)
+    try:
+        server.new_session("t-dev", ["sleep", "30"], cwd="/")
+        code, out, imported = started_first(["status", "--team", str(team)])
+        assert code == 0 and "not running claude" in out and imported == "imported: False False", (out, imported)
+        code, out, imported = started_first(["say", "--team", str(team), "dev", "hi"])
+        assert code == 3 and imported == "imported: False False", (out, imported)  # refused: not Claude Code
+    finally:
+        server.kill_server()
+
+
+def test_send_to_a_session_does_not_import_pathlib(tmp_path: Path) -> None:
+    """send's whole way (the registry, the key file, the post, the record of the last send) uses string
+    paths: pathlib (with urllib.parse and ipaddress, 3.5 ms) is what the skill's recipe does not pay."""
+    from tests.unit.test_inbox import Listener, Registry
+
+    registry = Registry(tmp_path / "claude")
+    listener = Listener(tmp_path / "s.sock")
+    try:
+        registry.add("seat-a", socket_path=str(listener.path))
+        env = {**registry.env, "XDG_STATE_HOME": str(tmp_path / "state")}
+        code, out, modules = run_for_modules(["send", "--to", "seat-a", "hi"], **env)
+    finally:
+        listener.close()
+    assert code == 0 and "written:" in out, out
+    assert sorted((HEAVY | ARGPARSE | NOT_FOR["send"] | {"pathlib"}) & modules) == []
+    (record,) = (tmp_path / "state" / "fabrikito" / "sent").iterdir()  # the record of the last send was kept
+    assert record.stat().st_mode & 0o777 == 0o600

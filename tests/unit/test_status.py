@@ -242,3 +242,38 @@ def test_collect_with_no_server_running_is_every_seat_down(tmp_path: Path) -> No
     assert [s.state for s in found.seats] == [SeatState.DOWN, SeatState.DOWN]
     assert found.tmux_calls == 1
     assert "not running" in status.render(found)
+
+
+def test_collect_overlaps_its_tmux_calls_with_its_own_work(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The screens' call is started before /proc is read, and read after; a pane list started
+    earlier (cmd_status starts it before importing this module) gives what status reads itself."""
+    team = make_team(tmp_path)
+    server = team.server()
+    try:
+        server.new_session("acme-em", ["sleep", "30"], cwd="/")
+        server.new_session("acme-sec", ["sleep", "30"], cwd="/")
+        events: list[str] = []
+        started, finished = Server.start, seatpane.Looking.looks
+
+        def start(self: Server, *args: str, **kw: object) -> object:
+            events.append(f"start {args[0]}")
+            return started(self, *args, **kw)  # type: ignore[arg-type]
+
+        def looks(self: seatpane.Looking) -> dict[str, seatpane.Look]:
+            events.append("read screens")
+            return finished(self)
+
+        def agent(pane_pid: int) -> None:
+            events.append("proc")
+
+        monkeypatch.setattr(Server, "start", start)
+        monkeypatch.setattr(seatpane.Looking, "looks", looks)
+        monkeypatch.setattr(seatpane, "foreground_agent", agent)
+        early = status.collect(team, listing=server.start_list_panes())
+        assert events == ["start list-panes", "start display-message", "proc", "proc", "read screens"]
+        assert early.tmux_calls == 2 and [s.state for s in early.seats] == [SeatState.NOT_AGENT] * 2
+        events.clear()
+        assert status.collect(team) == early  # the same answer when status makes the list itself
+        assert events[:2] == ["start list-panes", "start display-message"] and events[-1] == "read screens"
+    finally:
+        server.kill_server()

@@ -179,8 +179,13 @@ def config_dir(env: Mapping[str, str] | None = None) -> Path:
     """``${CLAUDE_CONFIG_DIR:-$HOME/.claude}`` as a path, from ``env`` (default: this process's)."""
     from pathlib import Path
 
+    return Path(config_dir_name(env))
+
+
+def config_dir_name(env: Mapping[str, str] | None = None) -> str:
+    """:func:`config_dir` as a string (``send`` does not import pathlib)."""
     found = claude_config_dir(os.environ if env is None else env)
-    return Path(found) if found is not None else Path(os.path.expanduser("~"), ".claude")
+    return found if found is not None else os.path.join(os.path.expanduser("~"), ".claude")
 
 
 def children_of(pid: int) -> list[int]:

@@ -21,26 +21,30 @@ class TimedOut(TimeoutError):
         self.out = out
 
 
-def run(
-    argv: list[str],
-    data: bytes,
-    timeout: float,
-    env: Mapping[str, str],
-    on_out: Callable[[bytes], None] | None = None,
-) -> tuple[int, bytes, bytes]:
-    """Run ``argv`` with ``data`` on its stdin; its exit status, stdout and stderr.
+class Started:
+    """A program :func:`start` started: its pid, its pipes, and when it started."""
 
-    ``subprocess.run`` without ``subprocess``: that module (with ``selectors``,
-    ``signal`` and ``threading``) costs 4 ms of start-up to ``say`` and
-    ``status``, more than a tmux call.  ``posix_spawnp`` with three pipes, one
-    poll loop, a deadline: past it the process is killed and reaped, and
-    :class:`TimedOut` carries what it wrote on stderr (and on stdout).  Descriptors fabrikito
-    opens are not inherited (Python opens them close-on-exec).
+    __slots__ = ("data", "err_r", "in_w", "out_r", "pid", "started")
+
+    def __init__(self, pid: int, in_w: int, out_r: int, err_r: int, data: bytes, started: float) -> None:
+        self.pid = pid
+        self.in_w = in_w
+        self.out_r = out_r
+        self.err_r = err_r
+        self.data = data
+        self.started = started
+
+
+def start(argv: list[str], env: Mapping[str, str], data: bytes = b"") -> Started:
+    """Start ``argv`` with three pipes; :func:`finish` feeds it ``data`` and reads what it writes.
+
+    Between the two the caller does its own work while the program runs (``status``
+    starts its pane list before it imports the rest).  Descriptors fabrikito opens
+    are not inherited (Python opens them close-on-exec).
     """
-    import select
     import time
 
-    deadline = time.monotonic() + timeout
+    started = time.monotonic()
     # In this order, whatever of 0, 1, 2 is closed: a pipe end that lands there is
     # never overwritten by an earlier redirection of the child (in -> 0, out -> 1, err -> 2).
     in_r, in_w = os.pipe()
@@ -55,18 +59,32 @@ def run(
         raise
     for fd in (in_r, out_w, err_w):
         os.close(fd)
+    if not data:
+        os.close(in_w)
+        in_w = -1
+    return Started(pid, in_w, out_r, err_r, data, started)
+
+
+def finish(run: Started, timeout: float, on_out: Callable[[bytes], None] | None = None) -> tuple[int, bytes, bytes]:
+    """Wait for a started program, ``timeout`` seconds from its start; its exit status, stdout and stderr.
+
+    One poll loop: past the deadline the process is killed and reaped, and
+    :class:`TimedOut` carries what it wrote on stderr (and on stdout).
+    """
+    import select
+    import time
+
+    deadline = run.started + timeout
+    in_w, out_r, err_r, pid = run.in_w, run.out_r, run.err_r, run.pid
     chunks: dict[int, list[bytes]] = {out_r: [], err_r: []}
     poller = select.poll()
     poller.register(out_r, select.POLLIN)
     poller.register(err_r, select.POLLIN)
     reading = {out_r, err_r}
-    pending = memoryview(data)
-    if data:
+    pending = memoryview(run.data)
+    if in_w >= 0:
         os.set_blocking(in_w, False)
         poller.register(in_w, select.POLLOUT)
-    else:
-        os.close(in_w)
-        in_w = -1
     status: int | None = None
     try:
         while reading:
@@ -104,6 +122,23 @@ def run(
                 pass
             os.waitpid(pid, 0)
     return os.waitstatus_to_exitcode(status), b"".join(chunks[out_r]), b"".join(chunks[err_r])
+
+
+def run(
+    argv: list[str],
+    data: bytes,
+    timeout: float,
+    env: Mapping[str, str],
+    on_out: Callable[[bytes], None] | None = None,
+) -> tuple[int, bytes, bytes]:
+    """Run ``argv`` with ``data`` on its stdin; its exit status, stdout and stderr.
+
+    ``subprocess.run`` without ``subprocess``: that module (with ``selectors``,
+    ``signal`` and ``threading``) costs 4 ms of start-up to ``say`` and
+    ``status``, more than a tmux call.  ``posix_spawnp`` with three pipes
+    (:func:`start`), one poll loop, a deadline (:func:`finish`).
+    """
+    return finish(start(argv, env, data), timeout, on_out)
 
 
 _SIGKILL = 9  # signal.SIGKILL, without importing signal (an enum of every signal)

@@ -16,9 +16,16 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from pathlib import Path
 
 from fabrikito.base.errors import StateFileError
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy knows the name)
+if TYPE_CHECKING:
+    from pathlib import Path
+    from typing import TypeVar
+
+    StrPath = str | os.PathLike[str]  # a path as a string or a Path: send's path does not import pathlib
+    AnyPath = TypeVar("AnyPath", str, Path)
 
 DIR_MODE = 0o700
 FILE_MODE = 0o600
@@ -30,7 +37,7 @@ def team_state_dir(base: Path, team: str) -> Path:
     return base / STATE_ROOT / team
 
 
-def ensure_dir(path: Path) -> Path:
+def ensure_dir(path: AnyPath) -> AnyPath:
     """Create the directory ``path`` (its parent must exist) 0700; refuse a link or a file."""
     try:
         os.mkdir(path, DIR_MODE)
@@ -48,7 +55,7 @@ def ensure_state_dir(base: Path, team: str) -> Path:
     return ensure_dir(base / STATE_ROOT / team)
 
 
-def _require_real_dir(path: Path, st: os.stat_result) -> None:
+def _require_real_dir(path: StrPath, st: os.stat_result) -> None:
     if stat.S_ISLNK(st.st_mode):
         raise StateFileError(
             f"{path} is a symlink, and fabrikito keeps its state only in a real directory: "
@@ -58,7 +65,7 @@ def _require_real_dir(path: Path, st: os.stat_result) -> None:
         raise StateFileError(f"{path} is not a directory: move it aside.")
 
 
-def describe_unsafe(path: Path) -> str | None:
+def describe_unsafe(path: StrPath) -> str | None:
     """Why ``path`` may not be written through, or ``None`` when it is fine.
 
     A missing file is fine (it is created).  A symlink, a FIFO, any other
@@ -71,7 +78,7 @@ def describe_unsafe(path: Path) -> str | None:
     return _unsafe_reason(path, st)
 
 
-def _unsafe_reason(path: Path, st: os.stat_result) -> str | None:
+def _unsafe_reason(path: StrPath, st: os.stat_result) -> str | None:
     if stat.S_ISLNK(st.st_mode):
         return (
             f"{path} is a symlink: remove the link (do not delete what it points to), "
@@ -89,14 +96,14 @@ def _unsafe_reason(path: Path, st: os.stat_result) -> str | None:
     return None
 
 
-def check_plain(path: Path) -> None:
+def check_plain(path: StrPath) -> None:
     """Raise :class:`StateFileError` unless ``path`` is missing or a plain file."""
     reason = describe_unsafe(path)
     if reason is not None:
         raise StateFileError(reason)
 
 
-def open_plain(path: Path, flags: int, *, mode: int = FILE_MODE) -> int:
+def open_plain(path: StrPath, flags: int, *, mode: int = FILE_MODE) -> int:
     """Open ``path`` without following a symlink; only a regular file with one name.
 
     ``O_NONBLOCK`` keeps a FIFO from blocking the open; the descriptor is
@@ -115,7 +122,7 @@ def open_plain(path: Path, flags: int, *, mode: int = FILE_MODE) -> int:
     return fd
 
 
-def _open_nofollow(path: Path, flags: int, mode: int) -> int:
+def _open_nofollow(path: StrPath, flags: int, mode: int) -> int:
     try:
         return os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, mode)
     except OSError as exc:
@@ -128,7 +135,7 @@ def _open_nofollow(path: Path, flags: int, mode: int) -> int:
         raise
 
 
-def append_line(path: Path, line: bytes) -> None:
+def append_line(path: StrPath, line: bytes) -> None:
     """Append ``line`` (which must end in a newline) with one ``write()``.
 
     Opens with ``O_APPEND | O_CREAT`` without following a link, refuses
@@ -146,7 +153,7 @@ def append_line(path: Path, line: bytes) -> None:
         os.close(fd)
 
 
-def read_plain(path: Path) -> bytes | None:
+def read_plain(path: StrPath) -> bytes | None:
     """The bytes of a plain state file, or ``None`` when it does not exist."""
     try:
         fd = open_plain(path, os.O_RDONLY)
@@ -164,14 +171,15 @@ def read_plain(path: Path) -> bytes | None:
         os.close(fd)
 
 
-def write_atomic(path: Path, data: bytes, *, sync: bool = True) -> None:
+def write_atomic(path: StrPath, data: bytes, *, sync: bool = True) -> None:
     """Write ``data`` to a temporary file beside ``path`` (0600), then rename it.
 
     ``sync=False`` leaves out the ``fsync`` (about 1 ms) for a file whose loss in a
     crash loses nothing that matters (a note kept for a warning): the rename is
     still atomic, so a reader sees the old file or the new one, never a mix."""
     check_plain(path)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    head, name = os.path.split(os.fspath(path))
+    tmp = os.path.join(head, f".{name}.{os.getpid()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, FILE_MODE)
     try:
         view = memoryview(data)
@@ -188,7 +196,7 @@ def write_atomic(path: Path, data: bytes, *, sync: bool = True) -> None:
     os.replace(tmp, path)
 
 
-def remove_quietly(path: Path) -> None:
+def remove_quietly(path: StrPath) -> None:
     """Remove ``path`` when it is there; a missing file is not an error."""
     try:
         os.unlink(path)

@@ -14,12 +14,15 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 
+from fabrikito.base import spawn
 from fabrikito.base.errors import TmuxError
-from fabrikito.base.spawn import run as _run
 from fabrikito.base.values import frozen
 
 DEFAULT_TIMEOUT = 5.0
 DEFAULT_SOCKET_NAME = "default"
+FIELD_SEP = "\x1f"  # between the values of a format: tmux never prints it in the fields read
+#: The fields of a pane fabrikito lists (seatpane.PaneRow); fixed, so the call can start before the rest is imported.
+PANE_FIELDS = ("pane_id", "pane_pid", "session_name", "pane_dead", "pid", "window_id")
 
 
 @frozen
@@ -71,17 +74,21 @@ class Server:
         env: Mapping[str, str] | None = None,
     ) -> str:
         """Run one tmux command; return its stdout (decoded, errors replaced)."""
+        return self.start(*args, input=input, env=env).result(timeout)
+
+    def start(self, *args: str, input: bytes | None = None, env: Mapping[str, str] | None = None) -> Pending:
+        """Start one tmux command and return at once; :meth:`Pending.result` waits for its stdout.
+
+        The caller works while tmux answers (``status`` imports its modules while
+        the pane list is made, reads ``/proc`` while the screens are captured).
+        """
         argv = [self.binary, *self.server_flags, *args]
-        limit = self.timeout if timeout is None else timeout
+        started: spawn.Started | TmuxError
         try:
-            code, out, err = _run(argv, input or b"", limit, os.environ if env is None else env)
-        except TimeoutError as exc:
-            raise TmuxError(argv, returncode=None, stderr=str(exc), reason=f"timed out after {limit:g}s") from None
+            started = spawn.start(argv, os.environ if env is None else env, input or b"")
         except OSError as exc:
-            raise TmuxError(argv, returncode=None, stderr=str(exc), reason="could not be started") from None
-        if code != 0:
-            raise TmuxError(argv, returncode=code, stderr=err.decode("utf-8", "replace"))
-        return out.decode("utf-8", "replace")
+            started = TmuxError(argv, returncode=None, stderr=str(exc), reason="could not be started")
+        return Pending(argv, started, self.timeout)
 
     def listening(self) -> bool:
         """Whether a server accepts connections on this server's socket, found without running tmux.
@@ -158,22 +165,27 @@ class Server:
     def kill_server(self) -> None:
         self.run("kill-server")
 
-    def list_panes(self, fields: Sequence[str]) -> list[dict[str, str]]:
+    def list_panes(
+        self, fields: Sequence[str] = PANE_FIELDS, *, started: Pending | None = None
+    ) -> list[dict[str, str]]:
         """Every pane of the server (``-a``), one dict per pane with ``fields``.
 
         Fields are tmux format variable names (``pane_id``, ``session_name``...).
         Values are separated by a byte tmux never prints in these fields.
+        ``started`` is the same call begun earlier by :meth:`start_list_panes`.
         """
-        sep = "\x1f"
-        fmt = sep.join("#{" + f + "}" for f in fields)
-        out = self.run("list-panes", "-a", "-F", fmt)
+        out = self.run(*_list_panes_args(fields)) if started is None else started.result()
         rows = []
         for line in out.splitlines():
-            values = line.split(sep)
+            values = line.split(FIELD_SEP)
             if len(values) != len(fields):
                 continue
             rows.append(dict(zip(fields, values, strict=True)))
         return rows
+
+    def start_list_panes(self, fields: Sequence[str] = PANE_FIELDS) -> Pending:
+        """:meth:`list_panes`'s tmux call, started now and read later."""
+        return self.start(*_list_panes_args(fields))
 
     def display(self, target: str, fmt: str) -> str:
         """``display-message -p`` on one pane."""
@@ -241,6 +253,36 @@ class Server:
             self.run("set-option", "-w", "-u", "-t", target, option)
         else:
             self.run("set-option", "-w", "-t", target, option, value)
+
+
+def _list_panes_args(fields: Sequence[str]) -> list[str]:
+    return ["list-panes", "-a", "-F", FIELD_SEP.join("#{" + f + "}" for f in fields)]
+
+
+class Pending:
+    """A tmux command :meth:`Server.start` started (or why it could not be); :meth:`result` waits for it, once."""
+
+    __slots__ = ("argv", "started", "timeout")
+
+    def __init__(self, argv: list[str], started: spawn.Started | TmuxError, timeout: float) -> None:
+        self.argv = argv
+        self.started = started
+        self.timeout = timeout
+
+    def result(self, timeout: float | None = None) -> str:
+        """Its stdout (decoded, errors replaced); :class:`TmuxError` as :meth:`Server.run` raises it."""
+        if isinstance(self.started, TmuxError):
+            raise self.started
+        argv, limit = self.argv, self.timeout if timeout is None else timeout
+        try:
+            code, out, err = spawn.finish(self.started, limit)
+        except TimeoutError as exc:
+            raise TmuxError(argv, returncode=None, stderr=str(exc), reason=f"timed out after {limit:g}s") from None
+        except OSError as exc:
+            raise TmuxError(argv, returncode=None, stderr=str(exc), reason="could not be read") from None
+        if code != 0:
+            raise TmuxError(argv, returncode=code, stderr=err.decode("utf-8", "replace"))
+        return out.decode("utf-8", "replace")
 
 
 def socket_path_for_name(name: str) -> str:

@@ -43,7 +43,7 @@ from pathlib import Path
 
 from fabrikito.base import statedir
 from fabrikito.base.errors import FabrikitoError, StateFileError, TmuxError
-from fabrikito.base.tmux import Server
+from fabrikito.base.tmux import Pending, Server
 from fabrikito.base.values import frozen
 from fabrikito.delivery import refusals, seatpane
 from fabrikito.delivery.grow import GROW_COLS, GROW_ROWS, Grower
@@ -476,6 +476,7 @@ def run_say(
     err: Callable[[str], None],
     trace: Callable[[str], None] = no_trace,
     expire: float | None = None,
+    listing: Pending | None = None,
 ) -> int:
     """The command ``say``: returns its exit status, and writes exactly one log line.
 
@@ -487,7 +488,8 @@ def run_say(
 
     With ``expire`` (seconds: ``say --queue``), a seat refused for its state
     gets the message queued instead (:mod:`fabrikito.delivery.queue`), which
-    logs one line per seat.
+    logs one line per seat.  ``listing`` is the pane list's tmux call, started
+    by the caller before it imported this module (``Server.start_list_panes``).
     """
     line = OneLine(team.log_path, target, "", msglog.Outcome.NOT_DELIVERED, sender=env_role or UNKNOWN_SENDER)
 
@@ -496,7 +498,9 @@ def run_say(
 
     def run() -> int:
         line.message = text if isinstance(text, str) else text()
-        return _run_say(team, server, target, line, env_role=env_role, out=out, err=err, trace=trace, expire=expire)
+        return _run_say(
+            team, server, target, line, env_role=env_role, out=out, err=err, trace=trace, expire=expire, listing=listing
+        )
 
     return guarded(line, run, stopped=stopped)
 
@@ -512,6 +516,7 @@ def _run_say(
     err: Callable[[str], None],
     trace: Callable[[str], None],
     expire: float | None = None,
+    listing: Pending | None = None,
 ) -> int:
     from fabrikito.delivery.identity import IdentityRefused
 
@@ -523,7 +528,7 @@ def _run_say(
             f"no seat '{target}' in team {team.name} (seats: {', '.join(team.roles)}; or all)", exit_code=EXIT_USAGE
         )
     server_up = os.path.exists(server.resolved_socket_path())
-    panes = _list_panes(server) if server_up else []
+    panes = _list_panes(server, listing) if server_up else []
     here = here_of(team)
     try:
         line.sender = who_speaks(team, server, env_role, panes)
@@ -586,9 +591,9 @@ def _run_say(
     return code
 
 
-def _list_panes(server: Server) -> list[seatpane.PaneRow] | None:
+def _list_panes(server: Server, listing: Pending | None = None) -> list[seatpane.PaneRow] | None:
     try:
-        return seatpane.list_panes(server)
+        return seatpane.list_panes(server, listing)
     except TmuxError:
         return None
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from fabrikito.base import procs
 from fabrikito.base.errors import TmuxError
-from fabrikito.base.tmux import Server
+from fabrikito.base.tmux import PANE_FIELDS, Pending, Server
 from fabrikito.base.values import frozen
 from fabrikito.screen import PaneSnapshot
 
@@ -24,7 +24,7 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy kno
 if TYPE_CHECKING:
     from typing import Any
 
-LIST_FIELDS = ("pane_id", "pane_pid", "session_name", "pane_dead", "pid", "window_id")
+LIST_FIELDS = PANE_FIELDS  # the order PaneRow reads
 SNAP_FIELDS = (
     "pane_id",
     "pane_dead",
@@ -77,10 +77,10 @@ class Look:
     pane_pid: int
 
 
-def list_panes(server: Server) -> list[PaneRow]:
-    """Every pane of the server, in one tmux call."""
+def list_panes(server: Server, started: Pending | None = None) -> list[PaneRow]:
+    """Every pane of the server, in one tmux call (``started``: that call, begun earlier)."""
     rows = []
-    for row in server.list_panes(LIST_FIELDS):
+    for row in server.list_panes(LIST_FIELDS, started=started):
         try:
             rows.append(
                 PaneRow(
@@ -281,9 +281,45 @@ def look_panes(server: Server, pane_ids: Sequence[str]) -> dict[str, Look]:
     then each pane is looked at on its own, and one that cannot be read is
     left out of the answer.  Read-only: nothing is typed.
     """
-    if not pane_ids:
-        return {}
+    return start_looks(server, pane_ids, now=False).looks()
+
+
+class Looking:
+    """:func:`look_panes`'s tmux call, started by :func:`start_looks`; :meth:`looks` reads its answer."""
+
+    __slots__ = ("args", "marker", "pane_ids", "pending", "server")
+
+    def __init__(
+        self, server: Server, pane_ids: Sequence[str], marker: str, args: list[str], pending: Pending | None
+    ) -> None:
+        self.server = server
+        self.pane_ids = pane_ids
+        self.marker = marker
+        self.args = args  # the call (none when there is no pane to look at)
+        self.pending = pending  # the call started; None: made by looks()
+
+    def looks(self) -> dict[str, Look]:
+        if not self.args:
+            return {}
+        try:
+            out = self.pending.result() if self.pending is not None else self.server.run(*self.args)
+        except TmuxError:
+            found: dict[str, Look] = {}
+            for pane in self.pane_ids:
+                try:
+                    found[pane] = look(self.server, pane)
+                except TmuxError:
+                    continue
+            return found
+        return parse_looks(out, self.marker, self.pane_ids)
+
+
+def start_looks(server: Server, pane_ids: Sequence[str], *, now: bool = True) -> Looking:
+    """:func:`look_panes`'s one tmux call, started now and read by :meth:`Looking.looks` (``status`` reads
+    ``/proc`` meanwhile); ``now=False``: made by :meth:`Looking.looks`, through ``server.run``."""
     marker = f"@fabrikito-look-{os.urandom(8).hex()}"
+    if not pane_ids:
+        return Looking(server, pane_ids, marker, [], None)
     fmt = SEP.join("#{" + f + "}" for f in SNAP_FIELDS)
     args: list[str] = []
     for pane in pane_ids:
@@ -291,17 +327,7 @@ def look_panes(server: Server, pane_ids: Sequence[str]) -> dict[str, Look]:
             args.append(";")
         args += ["display-message", "-p", "-t", pane, marker + SEP + fmt]
         args += [";", "capture-pane", "-p", "-e", "-t", pane]
-    try:
-        out = server.run(*args)
-    except TmuxError:
-        found: dict[str, Look] = {}
-        for pane in pane_ids:
-            try:
-                found[pane] = look(server, pane)
-            except TmuxError:
-                continue
-        return found
-    return parse_looks(out, marker, pane_ids)
+    return Looking(server, pane_ids, marker, args, server.start(*args) if now else None)
 
 
 def parse_looks(out: str, marker: str, pane_ids: Sequence[str]) -> dict[str, Look]:

@@ -13,7 +13,6 @@ import socket
 import time
 from collections.abc import Callable, Mapping
 from enum import StrEnum
-from pathlib import Path
 
 from fabrikito.base.text import refusal_for
 from fabrikito.base.values import frozen
@@ -60,7 +59,7 @@ class Token:
         return f"Token(kind={self.kind.value!r}, source={self.source!r})"
 
 
-def read_peer_token(path: Path, *, proc_start: str | None = None) -> str | None:
+def read_peer_token(path: str | os.PathLike[str], *, proc_start: str | None = None) -> str | None:
     """``peerToken`` from a key file; ``None`` when missing, unreadable, or for another process."""
     data = _read_json(path)
     if data is None:

@@ -25,8 +25,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from collections.abc import Mapping
-from pathlib import Path
 
 from fabrikito.base.values import frozen
 
@@ -41,15 +41,16 @@ class LastSend:
     digest: str
 
 
-def state_dir(env: Mapping[str, str] | None = None) -> Path:
+def state_dir(env: Mapping[str, str] | None = None) -> str:
     from fabrikito.base import xdg
 
-    return xdg.state_home(env) / "sent"
+    return os.path.join(xdg.state_home_name(env), "sent")
 
 
-def record_path(socket_path: str, env: Mapping[str, str] | None = None) -> Path:
+def record_path(socket_path: str, env: Mapping[str, str] | None = None) -> str:
+    """The record of the last send to ``socket_path`` (a string: send's path does not import pathlib)."""
     name = hashlib.sha256(socket_path.encode("utf-8", "surrogateescape")).hexdigest()[:32]
-    return state_dir(env) / f"{name}.json"
+    return os.path.join(state_dir(env), f"{name}.json")
 
 
 def digest(text: str) -> str:
@@ -82,8 +83,9 @@ def remember(socket_path: str, text: str, sent_at: float, env: Mapping[str, str]
     path = record_path(socket_path, env)
     data = {"socket": socket_path, "sentAt": sent_at, "digest": digest(text)}
     try:
-        path.parent.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        statedir.ensure_dir(path.parent)
+        folder = os.path.dirname(path)
+        os.makedirs(os.path.dirname(folder), mode=0o700, exist_ok=True)
+        statedir.ensure_dir(folder)
         # not synced: a record lost in a crash only loses a warning (and wait-idle's start falls back)
         statedir.write_atomic(path, json.dumps(data).encode("utf-8", "surrogateescape"), sync=False)
     except (OSError, FabrikitoError) as exc:

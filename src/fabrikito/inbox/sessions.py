@@ -54,10 +54,9 @@ import os
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from enum import StrEnum
-from pathlib import Path
 
 from fabrikito.base.errors import FabrikitoError, UsageError
-from fabrikito.base.procs import config_dir
+from fabrikito.base.procs import config_dir_name
 from fabrikito.base.values import frozen
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy knows the name)
@@ -160,7 +159,7 @@ class Liveness(StrEnum):
 class SessionEntry:
     """One registry file ``<config-dir>/sessions/<pid>.json``, and what was found of its process."""
 
-    path: Path
+    path: str  # a string: send's path does not import pathlib
     pid: int
     name: str | None
     status: str | None
@@ -184,10 +183,10 @@ class SessionEntry:
         return self.liveness.stale
 
     @property
-    def sessions_dir(self) -> Path:
-        return self.path.parent
+    def sessions_dir(self) -> str:
+        return os.path.dirname(self.path)
 
-    def key_path(self) -> Path | None:
+    def key_path(self) -> str | None:
         if self.socket_path is None:
             return None
         return key_path(self.sessions_dir, self.pid, self.socket_path)
@@ -220,16 +219,16 @@ class SessionEntry:
         }
 
 
-def sessions_dir(env: Mapping[str, str] | None = None) -> Path:
-    return config_dir(env) / "sessions"
+def sessions_dir(env: Mapping[str, str] | None = None) -> str:
+    return os.path.join(config_dir_name(env), "sessions")
 
 
-def key_path(directory: Path, pid: int, socket_path: str) -> Path:
+def key_path(directory: str | os.PathLike[str], pid: int, socket_path: str) -> str:
     """``<dir>/<pid>.<sha256 of socket_path exactly as recorded>.key`` (the path is not resolved)."""
     import hashlib  # only for a key file: status reads the registry without it
 
     digest = hashlib.sha256(socket_path.encode("utf-8", "surrogateescape")).hexdigest()
-    return directory / f"{pid}.{digest}.key"
+    return os.path.join(directory, f"{pid}.{digest}.key")
 
 
 def _str(data: Mapping[str, Any], key: str) -> str | None:
@@ -237,14 +236,15 @@ def _str(data: Mapping[str, Any], key: str) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
-def _read_json(path: Path) -> dict[str, Any] | None:
+def _read_json(path: str | os.PathLike[str]) -> dict[str, Any] | None:
     """A JSON object from ``path``; ``None`` when missing, unreadable or not an object.
 
     Read twice on a parse error, in case the file was caught half written.
     """
     for attempt in range(2):
         try:
-            data = json.loads(path.read_bytes())
+            with open(path, "rb") as f:
+                data = json.loads(f.read())
         except FileNotFoundError:
             return None
         except (OSError, ValueError):
@@ -257,7 +257,10 @@ def _read_json(path: Path) -> dict[str, Any] | None:
 
 
 def parse_entry(
-    path: Path, data: Mapping[str, Any], *, check: Callable[[int, str | None, str | None], Liveness] | None = None
+    path: str | os.PathLike[str],
+    data: Mapping[str, Any],
+    *,
+    check: Callable[[int, str | None, str | None], Liveness] | None = None,
 ) -> SessionEntry | None:
     """A :class:`SessionEntry` from a registry object, or ``None`` when it has no integer pid."""
     pid = data.get("pid")
@@ -271,7 +274,7 @@ def parse_entry(
     mode = _str(data, "permissionMode") or _str(data, "permission_mode")
     liveness = (check or process_liveness)(pid, proc_start_s, pid_domain)
     return SessionEntry(
-        path=path,
+        path=os.fspath(path),
         pid=pid,
         name=_str(data, "name"),
         status=_str(data, "status"),
@@ -294,12 +297,14 @@ def parse_entry(
     )
 
 
-def read_entry(path: Path) -> SessionEntry | None:
+def read_entry(path: str | os.PathLike[str]) -> SessionEntry | None:
     data = _read_json(path)
     return None if data is None else parse_entry(path, data)
 
 
-def list_sessions(env: Mapping[str, str] | None = None, *, directory: Path | None = None) -> list[SessionEntry]:
+def list_sessions(
+    env: Mapping[str, str] | None = None, *, directory: str | os.PathLike[str] | None = None
+) -> list[SessionEntry]:
     """Every readable registry file, stale ones included (see :attr:`SessionEntry.stale`), by pid."""
     where = sessions_dir(env) if directory is None else directory
     try:
@@ -312,7 +317,7 @@ def list_sessions(env: Mapping[str, str] | None = None, *, directory: Path | Non
     for name in names:
         if not name.endswith(".json"):
             continue
-        entry = read_entry(where / name)
+        entry = read_entry(os.path.join(where, name))
         if entry is not None:
             out.append(entry)
     out.sort(key=lambda e: e.pid)

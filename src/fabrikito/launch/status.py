@@ -33,10 +33,9 @@ from enum import StrEnum
 from pathlib import Path
 
 from fabrikito.base.errors import TmuxError
-from fabrikito.base.tmux import Server
+from fabrikito.base.tmux import Pending, Server
 from fabrikito.base.values import frozen
 from fabrikito.delivery import queueview, seatpane
-from fabrikito.delivery.seatpane import look_panes
 from fabrikito.log import msglog
 from fabrikito.screen import BoxReading, ScreenState, recogniser_for
 from fabrikito.team.teamfile import Seat, Team
@@ -199,10 +198,11 @@ def _server_socket_exists(server: Server) -> bool:
     return os.path.exists(server.resolved_socket_path())
 
 
-def list_panes(server: Server) -> tuple[list[seatpane.PaneRow], bool]:
-    """The server's panes and whether it runs; no server is not an error, any other failure is."""
+def list_panes(server: Server, started: Pending | None = None) -> tuple[list[seatpane.PaneRow], bool]:
+    """The server's panes and whether it runs; no server is not an error, any other failure is.
+    ``started``: the pane list's tmux call, begun earlier (``cmd_status`` starts it before importing this)."""
     try:
-        return seatpane.list_panes(server), True
+        return seatpane.list_panes(server, started), True
     except TmuxError:
         if not _server_socket_exists(server):
             return [], False
@@ -214,25 +214,31 @@ def list_panes(server: Server) -> tuple[list[seatpane.PaneRow], bool]:
             raise
 
 
-def collect(team: Team, *, server: Server | None = None, screens: bool = True) -> Status:
-    """Everything ``status`` shows, with at most two tmux calls."""
+def collect(
+    team: Team, *, server: Server | None = None, screens: bool = True, listing: Pending | None = None
+) -> Status:
+    """Everything ``status`` shows, with at most two tmux calls.
+
+    Each call works while fabrikito does: ``listing`` is the pane list begun by
+    the caller (:meth:`Server.start_list_panes`), and the screens' call is
+    started before ``/proc``, the registry and the log are read, then read.
+    """
     from fabrikito.delivery import refusals
 
     srv = team.server() if server is None else server
-    rows, running = list_panes(srv)
+    rows, running = list_panes(srv, listing)
     calls = 1
     by_session = {seat.session: seatpane.pane_of_session(rows, seat.session) for seat in team.seats}
+    pane_ids = [r.pane_id for s in team.seats if (r := by_session[s.session]) is not None and not r.dead]
+    looking = seatpane.start_looks(srv, pane_ids if screens else [])
+    if looking.args:
+        calls += 1
     agents: dict[str, seatpane.Agent | None] = {}
     for seat in team.seats:
         row = by_session[seat.session]
         agents[seat.role] = None if row is None or row.dead else seatpane.foreground_agent(row.pane_pid)
-    looks: dict[str, seatpane.Look] = {}
-    if screens:
-        pane_ids = [r.pane_id for s in team.seats if (r := by_session[s.session]) is not None and not r.dead]
-        if pane_ids:
-            looks = look_panes(srv, pane_ids)
-            calls += 1
     times = last_message_times(team.log_path, team.roles)
+    looks = looking.looks()
     seats = []
     for seat in team.seats:
         row = by_session[seat.session]
