@@ -17,7 +17,7 @@ from tests.unit.replay import Pane, claude_process, names, replay_server, screen
 
 from fabrikito.base import statedir
 from fabrikito.base.errors import FabrikitoError
-from fabrikito.delivery import flush, say
+from fabrikito.delivery import flush, say, seatlock
 from fabrikito.log import hook, msglog
 from fabrikito.team import teamfile
 
@@ -122,8 +122,8 @@ def test_flush_writes_exactly_one_line(
     team = teamfile.load(tmp / "team.toml")
     if record is not None:
         statedir.ensure_state_dir(team.base_dir, team.name)
-        statedir.ensure_dir(say.say_dir(team))
-        statedir.write_atomic(say.paste_record_path(team, "dev"), record)
+        statedir.ensure_dir(seatlock.say_dir(team))
+        statedir.write_atomic(seatlock.paste_record_path(team, "dev"), record)
     pane = _pane(claude_pid, interruption)
     pane.now = screen(f"{FULL}-typed-short-unsubmitted")
     server = replay_server(tmp, pane)
@@ -191,8 +191,8 @@ def test_a_say_stopped_while_it_waits_for_the_seat_lock_is_logged(tmp_path: Path
     (tmp_path / "team.toml").write_text(f'tmux_socket_path = "{socket}"\n' + TEAM)
     team = teamfile.load(tmp_path / "team.toml")
     statedir.ensure_state_dir(team.base_dir, team.name)
-    statedir.ensure_dir(say.say_dir(team))
-    lock = say.say_dir(team) / "dev.lock"
+    statedir.ensure_dir(seatlock.say_dir(team))
+    lock = seatlock.say_dir(team) / "dev.lock"
     holder = subprocess.Popen([sys.executable, "-c", HOLD, str(lock)], stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "held"

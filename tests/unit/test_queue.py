@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from fabrikito.base.errors import UsageError
-from fabrikito.delivery import queue, queueview, say, worker
+from fabrikito.delivery import queue, queueview, say, seatlock, worker
 from fabrikito.delivery.queue import State
 from fabrikito.log import msglog
 from fabrikito.team import teamfile
@@ -67,7 +67,7 @@ class FakeSeats:
     def deliver(self, role: str, sender: str, text: str, on_paste: Callable[[], None]) -> say.Delivery:
         try:
             on_paste()
-        except say.SeatRefusal as exc:
+        except seatlock.SeatRefusal as exc:
             return say.Delivery(role, say.Result.REFUSED, str(exc))
         seat = self.team.base_dir / f"seat-{role}"
         _append(seat, f"P {text}\n")

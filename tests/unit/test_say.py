@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from fabrikito.base import statedir
-from fabrikito.delivery import say
+from fabrikito.delivery import say, seatlock
 from fabrikito.team import teamfile
 
 
@@ -40,27 +40,27 @@ def _team(tmp_path: Path) -> teamfile.Team:
     path.write_text('name = "t"\n[[seat]]\nrole = "dev"\nsession = "t-dev"\n')
     team = teamfile.load(path)
     statedir.ensure_state_dir(team.base_dir, team.name)
-    statedir.ensure_dir(say.say_dir(team))
+    statedir.ensure_dir(seatlock.say_dir(team))
     return team
 
 
 def test_one_say_at_a_time_and_a_held_lock_is_refused_after_the_timeout(tmp_path: Path) -> None:
     team = _team(tmp_path)
-    lock = say.say_dir(team) / "dev.lock"
+    lock = seatlock.say_dir(team) / "dev.lock"
     holder = subprocess.Popen([sys.executable, "-c", HOLD, str(lock)], stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
         started = time.monotonic()
         with (
-            pytest.raises(say.SeatRefusal, match=r"has not finished within 0\.5 seconds"),
-            say.seat_lock(team, "dev", timeout=0.5),
+            pytest.raises(seatlock.SeatRefusal, match=r"has not finished within 0\.5 seconds"),
+            seatlock.seat_lock(team, "dev", timeout=0.5),
         ):
             pass
         assert time.monotonic() - started >= 0.5
     finally:
         holder.kill()
         holder.wait()
-    with say.seat_lock(team, "dev", timeout=0.5):  # released when its holder died
+    with seatlock.seat_lock(team, "dev", timeout=0.5):  # released when its holder died
         pass
 
 
@@ -76,7 +76,7 @@ time.sleep(60)
 @pytest.mark.parametrize("kind", ["fifo", "symlink", "hardlink"])
 def test_a_lock_path_that_is_not_a_plain_file_is_refused_at_once(tmp_path: Path, kind: str) -> None:
     team = _team(tmp_path)
-    lock = say.say_dir(team) / "dev.lock"
+    lock = seatlock.say_dir(team) / "dev.lock"
     other = tmp_path / "other"
     other.write_text("")
     if kind == "fifo":
@@ -86,6 +86,6 @@ def test_a_lock_path_that_is_not_a_plain_file_is_refused_at_once(tmp_path: Path,
     else:
         os.link(other, lock)
     started = time.monotonic()
-    with pytest.raises(say.SeatRefusal, match="remove it"), say.seat_lock(team, "dev", timeout=5):
+    with pytest.raises(seatlock.SeatRefusal, match="remove it"), seatlock.seat_lock(team, "dev", timeout=5):
         pass
     assert time.monotonic() - started < 1

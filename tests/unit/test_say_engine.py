@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from tests.unit.replay import Pane, claude_process, names, replay_server, screen, sent
 
-from fabrikito.delivery import flush, identity, say
+from fabrikito.delivery import flush, identity, say, seatlock
 from fabrikito.log import msglog
 from fabrikito.team import teamfile
 
@@ -72,7 +72,7 @@ def test_a_ready_box_gets_the_label_then_the_message_then_one_enter(
     assert sent(pane) == ["paste", "paste", "Enter"]
     line = only_line(team)
     assert (line.sender, line.recipient, line.outcome, line.message) == (b"em", b"dev", "delivered", MESSAGE.encode())
-    assert not say.paste_record_path(team, "dev").exists()
+    assert not seatlock.paste_record_path(team, "dev").exists()
 
 
 @pytest.mark.parametrize(
@@ -102,7 +102,7 @@ def test_a_box_holding_more_than_the_label_gets_no_message(tmp_path: Path, claud
     assert pane.pastes == ["[from em] "]  # the message was never pasted
     assert "Enter" not in pane.keys
     assert only_line(team).outcome == "NOT-DELIVERED"
-    assert say.paste_record_path(team, "dev").exists()  # so flush can submit the label
+    assert seatlock.paste_record_path(team, "dev").exists()  # so flush can submit the label
     assert "the box does not hold just the label" in " ".join(errors)
 
 
@@ -223,8 +223,8 @@ def test_flush_submits_a_tall_message_say_left_and_logs_one_line(tmp_path: Path,
     from fabrikito.base import statedir
 
     statedir.ensure_state_dir(team.base_dir, team.name)
-    statedir.ensure_dir(say.say_dir(team))
-    say._write_paste_record(team, "dev", "em", "[from em] ", "line one\nline two\nline three")
+    statedir.ensure_dir(seatlock.say_dir(team))
+    seatlock.write_paste_record(team, "dev", "em", "[from em] ", "line one\nline two\nline three")
     out: list[str] = []
     code = flush.run_flush(team, replay_server(tmp_path, pane), "dev", env_role="em", out=out.append, err=out.append)
     assert code == flush.EXIT_FLUSHED, out
@@ -239,8 +239,8 @@ def test_flush_refuses_a_box_it_did_not_leave_without_calling_it_a_draft(tmp_pat
     from fabrikito.base import statedir
 
     statedir.ensure_state_dir(team.base_dir, team.name)
-    statedir.ensure_dir(say.say_dir(team))
-    say._write_paste_record(team, "dev", "em", "[from em] ", MESSAGE)
+    statedir.ensure_dir(seatlock.say_dir(team))
+    seatlock.write_paste_record(team, "dev", "em", "[from em] ", MESSAGE)
     out: list[str] = []
     code = flush.run_flush(team, replay_server(tmp_path, pane), "dev", env_role="em", out=out.append, err=out.append)
     assert code == flush.EXIT_NOT_FLUSHED

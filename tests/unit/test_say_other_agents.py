@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from tests.unit.replay import Pane, Screen, replay_server, sent
 
-from fabrikito.delivery import say, seatpane
+from fabrikito.delivery import say, seatlock, seatpane
 from fabrikito.screen import BoxReading, PaneSnapshot, ScreenState, StandardChecks
 from fabrikito.team import agents, teamfile
 
@@ -167,7 +167,7 @@ def test_flush_sends_no_enter_into_a_busy_seat(tmp_path: Path, agent: tuple[str,
     path = tmp_path / "team.toml"
     path.write_text(f'name = "t"\n[[seat]]\nrole = "dev"\nsession = "t-dev"\nagent = "{kind}"\n', encoding="utf-8")
     team = teamfile.load(path)
-    record = say.paste_record_path(team, "dev")
+    record = seatlock.paste_record_path(team, "dev")
     record.parent.mkdir(parents=True)
     record.write_text(json.dumps({"sender": "em", "label": LABEL, "body": MESSAGE, "time": 0}), encoding="utf-8")
     server = replay_server(tmp_path, pane)

@@ -23,7 +23,7 @@ from fabrikito.base import statedir
 from fabrikito.base.errors import FabrikitoError, StateFileError, TmuxError
 from fabrikito.base.tmux import Server
 from fabrikito.base.values import frozen
-from fabrikito.delivery import refusals, say
+from fabrikito.delivery import refusals, say, seatlock
 from fabrikito.delivery.grow import Grower
 from fabrikito.delivery.identity import UNKNOWN_SENDER
 from fabrikito.delivery.oneline import Interrupted, OneLine, guarded, signals_raise
@@ -48,7 +48,7 @@ class FlushResult:
 
 def _read_record(team: Team, role: str) -> dict[str, Any] | None:
     try:
-        raw = statedir.read_plain(say.paste_record_path(team, role))
+        raw = statedir.read_plain(seatlock.paste_record_path(team, role))
     except (OSError, StateFileError):
         return None
     if raw is None:
@@ -62,11 +62,11 @@ def _read_record(team: Team, role: str) -> dict[str, Any] | None:
 
 def flush_seat(ctx: say.Context, seat: Seat) -> FlushResult:
     statedir.ensure_state_dir(ctx.team.base_dir, ctx.team.name)
-    statedir.ensure_dir(say.say_dir(ctx.team))
+    statedir.ensure_dir(seatlock.say_dir(ctx.team))
     try:
-        with signals_raise(), say.seat_lock(ctx.team, seat.role):
+        with signals_raise(), seatlock.seat_lock(ctx.team, seat.role):
             return _flush_locked(ctx, seat)
-    except say.SeatRefusal as exc:
+    except seatlock.SeatRefusal as exc:
         return FlushResult(msglog.Outcome.NOT_FLUSHED, str(exc))
     except Interrupted as exc:
         return FlushResult(
@@ -82,8 +82,8 @@ def _flush_locked(ctx: say.Context, seat: Seat) -> FlushResult:
         if reading.busy and not pane.kind.deliver_while_busy:
             return FlushResult(msglog.Outcome.NOT_FLUSHED, _busy(pane.kind))
         if reading.state is ScreenState.READY:
-            statedir.remove_quietly(say.paste_record_path(ctx.team, seat.role))
-            refusals.clear(say.say_dir(ctx.team), seat.role)
+            statedir.remove_quietly(seatlock.paste_record_path(ctx.team, seat.role))
+            refusals.clear(seatlock.say_dir(ctx.team), seat.role)
             return FlushResult(msglog.Outcome.FLUSH_NOTHING, "the box is empty: nothing to flush")
         record = _read_record(ctx.team, seat.role)
         if record is None:
@@ -122,8 +122,8 @@ def _flush_locked(ctx: say.Context, seat: Seat) -> FlushResult:
                 msglog.Outcome.NOT_FLUSHED,
                 "one Enter was sent but the box was not seen empty afterwards; flush does not retry: attach and look",
             )
-        statedir.remove_quietly(say.paste_record_path(ctx.team, seat.role))
-        refusals.clear(say.say_dir(ctx.team), seat.role)
+        statedir.remove_quietly(seatlock.paste_record_path(ctx.team, seat.role))
+        refusals.clear(seatlock.say_dir(ctx.team), seat.role)
         return FlushResult(msglog.Outcome.FLUSHED, "")
     finally:
         try:

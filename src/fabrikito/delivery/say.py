@@ -30,25 +30,29 @@ window to 220x50 once, checks again there, and the window's size and its
 
 from __future__ import annotations
 
-import fcntl
-import json
 import os
-import stat
 import sys
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from enum import StrEnum
-from pathlib import Path
 
 from fabrikito.base import statedir
-from fabrikito.base.errors import FabrikitoError, StateFileError, TmuxError
+from fabrikito.base.errors import FabrikitoError, TmuxError
 from fabrikito.base.tmux import Pending, Server
 from fabrikito.base.values import frozen
 from fabrikito.delivery import refusals, seatpane
 from fabrikito.delivery.grow import GROW_COLS, GROW_ROWS, Grower
 from fabrikito.delivery.identity import UNKNOWN_SENDER
 from fabrikito.delivery.oneline import Interrupted, OneLine, guarded, signals_raise
+from fabrikito.delivery.seatlock import (
+    LOCK_TIMEOUT,
+    SeatNotReady,
+    SeatRefusal,
+    paste_record_path,
+    say_dir,
+    seat_lock,
+    write_paste_record,
+)
 from fabrikito.log import msglog
 from fabrikito.screen import BoxReading, Recogniser, ScreenState, Verdict, recogniser_for
 from fabrikito.team.agents import CLAUDE, AgentKind
@@ -56,11 +60,9 @@ from fabrikito.team.agents import kind as kind_of
 from fabrikito.team.hosts import here_of
 from fabrikito.team.teamfile import Seat, Team
 
-LOCK_TIMEOUT = 8.0
 RENDER_TIMEOUT = 3.0
 ENTER_TIMEOUT = 6.0
 POLL = 0.01
-SEC = "sec"
 
 EXIT_DELIVERED = 0
 EXIT_LOG_FAILED = 1
@@ -87,59 +89,6 @@ class Delivery:
 
 def label_for(sender: str) -> str:
     return f"[from {sender}] "
-
-
-def say_dir(team: Team) -> Path:
-    return team.state_dir / "say"
-
-
-def paste_record_path(team: Team, role: str) -> Path:
-    return say_dir(team) / f"paste-{role}"
-
-
-# -- the lock -----------------------------------------------------------------
-
-
-@contextmanager
-def seat_lock(team: Team, role: str, *, timeout: float = LOCK_TIMEOUT) -> Iterator[None]:
-    """One ``say`` (or ``flush``) at a time types into a seat."""
-    path = say_dir(team) / f"{role}.lock"
-    try:
-        st = os.lstat(path)
-    except FileNotFoundError:
-        st = None
-    if st is not None and (not stat.S_ISREG(st.st_mode) or st.st_nlink != 1):
-        kind = (
-            "a symlink" if stat.S_ISLNK(st.st_mode) else "a FIFO" if stat.S_ISFIFO(st.st_mode) else "not a plain file"
-        )
-        raise SeatRefusal(f"the lock {path} is {kind}: remove it, then send again")
-    try:
-        fd = statedir.open_plain(path, os.O_RDWR | os.O_CREAT)
-    except StateFileError as exc:
-        raise SeatRefusal(f"the lock is unusable: {exc}") from None
-    try:
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    raise SeatNotReady(
-                        f"another say is typing into this seat and has not finished within {timeout:g} seconds"
-                    ) from None
-                time.sleep(0.02)
-        yield
-    finally:
-        os.close(fd)
-
-
-class SeatRefusal(Exception):
-    """A delivery refused with nothing typed (its text is the reason)."""
-
-
-class SeatNotReady(SeatRefusal):
-    """Refused for the seat's state at this moment (its box, a dialog, the lock, down): a queue waits it out."""
 
 
 class LeftInBox(Exception):
@@ -286,7 +235,7 @@ def _deliver_locked(ctx: Context, seat: Seat, sender: str, text: str) -> Deliver
             refusals.clear(say_dir(ctx.team), seat.role)
             if ctx.on_paste is not None:
                 ctx.on_paste()
-            _write_paste_record(ctx.team, seat.role, sender, label, text)
+            write_paste_record(ctx.team, seat.role, sender, label, text)
             typed = True
             ctx.trace(f"{seat.role}: box ready{' (busy)' if reading.busy else ''}; pasting the label")
             _paste(ctx.server, pane.pane_id, label)
@@ -421,15 +370,6 @@ def _paste(server: Server, pane_id: str, text: str) -> None:
         server.paste(pane_id, text)
     except TmuxError as exc:
         raise LeftInBox(f"the paste failed ({exc})") from None
-
-
-def _write_paste_record(team: Team, role: str, sender: str, label: str, text: str) -> None:
-    private = SEC in (sender, role)
-    record = {"sender": sender, "label": label, "body": None if private else text, "time": time.time()}
-    try:
-        statedir.write_atomic(paste_record_path(team, role), json.dumps(record, ensure_ascii=False).encode())
-    except (OSError, StateFileError) as exc:
-        raise SeatRefusal(f"the paste record could not be written ({exc}), so nothing was typed") from None
 
 
 # -- the command ----------------------------------------------------------------

@@ -36,7 +36,7 @@ from typing import Protocol
 
 from fabrikito.base import statedir
 from fabrikito.base.errors import FabrikitoError, StateFileError, TmuxError
-from fabrikito.delivery import queue, say, seatpane
+from fabrikito.delivery import queue, say, seatlock, seatpane
 from fabrikito.delivery.queue import Message, State
 from fabrikito.delivery.workerstate import MODULE, info_path, lock_held, lock_path, read_info, start_ticks
 from fabrikito.log import msglog
@@ -215,9 +215,9 @@ class Worker:
             try:
                 claimed.append(queue.claim(self.team, msg))
             except queue.Gone as exc:
-                raise say.SeatRefusal(str(exc)) from None
+                raise seatlock.SeatRefusal(str(exc)) from None
             except (OSError, StateFileError) as exc:
-                raise say.SeatRefusal(f"the queue could not mark {msg.id} as being typed ({exc})") from None
+                raise seatlock.SeatRefusal(f"the queue could not mark {msg.id} as being typed ({exc})") from None
 
         result = self.seats.deliver(msg.role, msg.sender, msg.text, mark_typing)
         if result.result is say.Result.DELIVERED:

@@ -261,7 +261,7 @@ def collect(
                 qualified=_qualified(agent),
             )
         )
-    found = refusals.notices(team.state_dir / "say", list(team.roles))  # say's records (say.say_dir)
+    found = refusals.notices(team.state_dir / "say", list(team.roles))  # say's records (seatlock.say_dir)
     notices = tuple(Notice(role=n.role, count=n.count, last=n.last) for n in found)
     return Status(
         team=team,
