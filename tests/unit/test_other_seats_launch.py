@@ -238,3 +238,15 @@ def test_down_after_the_tmux_server_was_killed_still_ends_what_survived(tmp_path
     assert any("its session is gone" in line for line in lines), lines
     assert procs.session_members(pid) == []
     assert seatfiles.read_launch(team, "gm") is None
+
+
+def test_check_warns_that_seats_which_are_not_claude_code_can_read_the_log(tmp_path: Path) -> None:
+    """Claude Code seats get a Read deny on messages.log; Codex and Gemini seats have none: check says which."""
+    team = make(tmp_path)
+    warning = {w.kind: w for w in check.run(team, env={"HOME": str(tmp_path)}).warnings}["log-readable"]
+    assert warning.roles == ("cx", "gm")
+    assert "messages.log" in warning.message
+    (tmp_path / "c").mkdir()
+    claude_only = make(tmp_path / "c", "[[seat]]".join(TEAM.split("[[seat]]")[:2]))
+    assert all(s.agent == "claude" for s in claude_only.seats)
+    assert "log-readable" not in {w.kind for w in check.run(claude_only, env={"HOME": str(tmp_path)}).warnings}

@@ -219,7 +219,7 @@ def run(team: Team, *, is_root: bool | None = None, env: dict[str, str] | None =
                     stuck,
                 )
             )
-    warnings += _gemini_warnings(team, environ)
+    warnings += _other_agent_warnings(team, environ)
     missing_cwd = tuple(s.role for s in team.seats if s.host is None and not s.cwd.is_dir())  # a host has its own
     if missing_cwd:
         warnings.append(
@@ -261,9 +261,23 @@ def gemini_updates_on(seat: Seat, environ: Mapping[str, str]) -> bool:
     return general.get("enableAutoUpdate") is not False or general.get("enableAutoUpdateNotification") is not False
 
 
-def _gemini_warnings(team: Team, environ: Mapping[str, str]) -> list[CheckWarning]:
+def _other_agent_warnings(team: Team, environ: Mapping[str, str]) -> list[CheckWarning]:
     gemini = [s for s in team.seats if s.agent == "gemini"]
     warnings = []
+    readers = tuple(s.role for s in team.seats if s.agent != "claude" and s.role != "em")
+    if readers:
+        warnings.append(
+            CheckWarning(
+                "log-readable",
+                "every seat but em must not read messages.log (it holds every native message in full, private "
+                "reports to em among them), and Claude Code seats get a Read deny on it; Codex CLI and Gemini CLI "
+                "have no such setting, so "
+                + ", ".join(readers)
+                + " can read it. Give these seats only work that may see the team's traffic, or run them on "
+                "another host (each host keeps its own log).",
+                readers,
+            )
+        )
     updating = tuple(s.role for s in gemini if gemini_updates_on(s, environ))
     if updating:
         warnings.append(
