@@ -47,7 +47,7 @@ NEAR, FAR, FRESH_FAR = "say near (this machine)", "say far (other host, master u
 def main() -> None:
     binary = claude_setup.ensure_claude()
     host = OtherHost()
-    host.require_runnable(binary)
+    far_binary = host.runnable(binary)
     socket = f"fab-bench-remote-{os.getpid()}"
     host.tmux_sockets.append(socket)
     times: dict[str, list[float]] = {NEAR: [], FAR: [], FRESH_FAR: []}
@@ -61,7 +61,9 @@ def main() -> None:
         far_cwd = host.home / "work" / "far"
         host.trust(far_cwd)
         team_path = root / "team.toml"
-        team_path.write_text(_team(socket, binary, standin, home, near_cwd, host, far_cwd), encoding="utf-8")
+        team_path.write_text(
+            _team(socket, binary, standin, home, near_cwd, host, far_cwd, far_binary), encoding="utf-8"
+        )
         env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "FABRIKITO_SSH_CONFIG": str(host.config)}
         env.pop("TEAM_ROLE", None)
         cli = fabrikito_cli()
@@ -127,7 +129,9 @@ def main() -> None:
     write_section("remote-say", body)
 
 
-def _team(socket: str, binary: Path, standin: StandIn, home: Path, near: Path, host: OtherHost, far: Path) -> str:
+def _team(
+    socket: str, binary: Path, standin: StandIn, home: Path, near: Path, host: OtherHost, far: Path, far_binary: Path
+) -> str:
     def env(role: str, extra: dict[str, str]) -> str:
         values = {
             **extra,
@@ -154,6 +158,7 @@ def _team(socket: str, binary: Path, standin: StandIn, home: Path, near: Path, h
             'role = "far"',
             'session = "bench-far"',
             'host = "fk-remote"',
+            f"command = {json.dumps([str(far_binary)])}",
             f"cwd = {json.dumps(str(far))}",
             'permission_mode = "acceptEdits"',
             env("far", {"HOME": str(host.home), "TMPDIR": str(host.home / "tmp")}),

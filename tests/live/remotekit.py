@@ -182,13 +182,25 @@ class OtherHost:
         claude_setup.trust_dir(self.home, directory)
         _run(["chown", "-R", f"{USER}:{USER}", str(self.home / ".claude.json"), str(self.home / "work")])
 
-    def require_runnable(self, program: Path) -> None:
-        """The user must be able to run ``program`` (Claude Code from this checkout's .tools/)."""
-        done = self.as_user(["test", "-x", str(program)], check=False)
-        assert done.returncode == 0, (
-            f"the second host's user {USER} cannot run {program}: the checkout must be readable by other users "
-            "(clone it outside a private directory such as /root)"
-        )
+    def runnable(self, program: Path) -> Path:
+        """``program`` (Claude Code from this checkout's .tools/) as the second host's user can run it: itself
+        when the user can, else a copy of its npm package (package.json beside it, so its release is read as
+        for any install) in the user's home.  A clean clone under a private folder (/root) or a private
+        install folder is not the user's to read, and a real second host has its own install anyway."""
+        if self.as_user(["test", "-x", str(program)], check=False).returncode == 0:
+            return program
+        package = next((p for p in program.parents if (p / "package.json").is_file()), None)
+        assert package is not None, f"{program} is not inside an npm package"
+        copy = self.home / "tools" / package.name
+        if not (copy / program.relative_to(package)).exists():
+            copy.parent.mkdir(parents=True, exist_ok=True)
+            _run(["cp", "-a", "--reflink=auto", str(package), str(copy)])
+            _run(["chown", "-R", f"{USER}:{USER}", str(self.home / "tools")])
+            _run(["chmod", "-R", "u+rwX,go+rX", str(self.home / "tools")])
+        found = copy / program.relative_to(package)
+        done = self.as_user(["test", "-x", str(found)], check=False)
+        assert done.returncode == 0, f"the second host's user {USER} cannot run {found}"
+        return found
 
     def as_user(self, argv: Sequence[str], *, check: bool = True) -> subprocess.CompletedProcess[str]:
         env = {"HOME": str(self.home), "PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "USER": USER}

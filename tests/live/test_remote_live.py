@@ -45,7 +45,15 @@ def other_host() -> Iterator[OtherHost]:
 
 
 def write_team(
-    path: Path, server: Server, binary: Path, standin: StandIn, host: OtherHost, home: Path, *, remote: str
+    path: Path,
+    server: Server,
+    binary: Path,
+    standin: StandIn,
+    host: OtherHost,
+    home: Path,
+    *,
+    remote: str,
+    remote_binary: Path | None = None,
 ) -> Path:
     base = path.parent
     (base / "roles").mkdir(parents=True, exist_ok=True)
@@ -79,6 +87,8 @@ def write_team(
         lines.append(f'permission_mode = "{mode}"')
         if where is not None:
             lines.append(f'host = "{where}"')
+            if remote_binary is not None and remote_binary != binary:
+                lines.append(f"command = {json.dumps([str(remote_binary)])}")
         lines.append("env = { " + ", ".join(f"{k} = {json.dumps(v)}" for k, v in env.items()) + " }")
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return path
@@ -108,11 +118,18 @@ def test_a_team_on_two_hosts(
     other_host: OtherHost, tmux_server: Server, claude_home: Path, standin: StandIn, tmp_path: Path
 ) -> None:
     binary = claude_setup.ensure_claude()
-    other_host.require_runnable(binary)
+    remote_binary = other_host.runnable(binary)
     assert tmux_server.socket_name is not None
     other_host.tmux_sockets.append(tmux_server.socket_name)
     team = write_team(
-        tmp_path / "team" / "team.toml", tmux_server, binary, standin, other_host, claude_home, remote="fk-remote"
+        tmp_path / "team" / "team.toml",
+        tmux_server,
+        binary,
+        standin,
+        other_host,
+        claude_home,
+        remote="fk-remote",
+        remote_binary=remote_binary,
     )
     env = {"FABRIKITO_SSH_CONFIG": str(other_host.config)}
     standin.on(
