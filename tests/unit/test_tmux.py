@@ -143,3 +143,29 @@ def test_listening_tells_a_running_server_from_a_socket_file_left_behind(server:
     sock.close()  # the file stays, nobody listens: as a killed server leaves it
     assert stale.exists()
     assert not Server(socket_path=str(stale)).listening()
+
+
+def test_a_signal_just_after_the_child_was_reaped_keeps_its_own_exception(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A handler that raises (say's SIGTERM) right after ``waitpid`` reaped the child: that exception goes
+    on, not an ECHILD from the clean-up, and the reaped pid is never signalled."""
+    import os
+
+    from fabrikito.base import spawn
+
+    class Stopped(Exception):
+        pass
+
+    real_waitpid = os.waitpid
+    killed: list[int] = []
+
+    def waitpid(pid: int, options: int) -> tuple[int, int]:
+        found = real_waitpid(pid, options)
+        if options == 0:
+            raise Stopped  # as a signal handler raising between the reap and the assignment
+        return found
+
+    monkeypatch.setattr(os, "waitpid", waitpid)
+    monkeypatch.setattr(os, "kill", lambda pid, sig: killed.append(pid))
+    with pytest.raises(Stopped):
+        spawn.run(["true"], b"", 5, os.environ)
+    assert killed == []

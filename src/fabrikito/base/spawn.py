@@ -117,10 +117,14 @@ def finish(run: Started, timeout: float, on_out: Callable[[bytes], None] | None 
                 os.close(fd)
         if status is None:  # timed out or interrupted: the process does not outlive the call
             try:
-                os.kill(pid, _SIGKILL)
-            except ProcessLookupError:
+                if os.waitpid(pid, os.WNOHANG)[0] == 0:  # still running (reaped now if it had ended)
+                    os.kill(pid, _SIGKILL)
+                    os.waitpid(pid, 0)
+            except ChildProcessError:
+                # Reaped already: a signal whose handler raised (SIGTERM to say) came just after the
+                # waitpid above returned.  Its exception goes on, not an ECHILD of ours, and a pid
+                # that may be another process's by now is never signalled.
                 pass
-            os.waitpid(pid, 0)
     return os.waitstatus_to_exitcode(status), b"".join(chunks[out_r]), b"".join(chunks[err_r])
 
 
