@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from fabrikito.base.errors import UsageError
-from fabrikito.delivery import queue, queueview, say, seatlock, worker
+from fabrikito.delivery import queue, queueview, say, seatlock, worker, workerstate
 from fabrikito.delivery.queue import State
 from fabrikito.log import msglog
 from fabrikito.team import teamfile
@@ -355,3 +355,23 @@ def test_sigkill_at_random_points_loses_nothing_and_pastes_nothing_twice(tmp_pat
                 assert f"E {text}" in lines and len(delivered) == 1 and not unsure, text
     assert kills >= 50
     assert len(uncertain) < sum(len(t) for t in texts.values())  # most went through
+
+
+def test_a_worker_started_for_a_queued_message_holds_its_lock_before_say_returns(tmp_path: Path) -> None:
+    """``ensure_running`` returns only once the worker it started holds its lock, so a ``down`` right
+    after ``say --queue`` sees the worker and stops it (a worker still starting was missed and outlived
+    its team while a message waited)."""
+    team = _team(tmp_path)
+    queue.enqueue(team, "dev", "qa", "for later", expire=60, reason="down")  # keeps the worker serving
+    assert worker.ensure_running(team)
+    try:
+        assert workerstate.lock_held(team)
+        assert "stopped the delivery worker" in worker.stop(team)
+    finally:  # never leave it running, even when an assertion above failed
+        deadline = time.monotonic() + 5
+        while workerstate.lock_held(team) and time.monotonic() < deadline:
+            found = workerstate.read_info(team)
+            if found.pid is not None:
+                os.kill(found.pid, signal.SIGKILL)
+            time.sleep(0.05)
+    assert not workerstate.lock_held(team)

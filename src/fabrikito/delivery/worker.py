@@ -346,6 +346,7 @@ def _write_info(team: Team, waits: dict[str, str]) -> None:
 
 
 _STARTED = time.time()
+START_WAIT = 5.0  # the most ensure_running waits for a worker it started to hold its lock
 
 
 def _since(team: Team) -> float:
@@ -367,7 +368,7 @@ def ensure_running(team: Team) -> bool:
     statedir.ensure_state_dir(team.base_dir, team.name)
     err = statedir.open_plain(team.state_dir / ERR_NAME, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
     try:
-        subprocess.Popen(
+        child = subprocess.Popen(
             [sys.executable, "-m", MODULE, str(team.path)],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
@@ -378,6 +379,11 @@ def ensure_running(team: Team) -> bool:
         )
     finally:
         os.close(err)
+    # Return once it holds its lock (or has ended): a `down` right after this sees it and stops it,
+    # where a worker still starting would be missed and outlive its team.
+    deadline = time.monotonic() + START_WAIT
+    while not lock_held(team) and child.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
     return True
 
 
