@@ -34,11 +34,10 @@ Gemini CLI's shell tool is ``run_shell_command``; :func:`shell_reply` builds a c
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from fabrikito.offline.replies import Reply, Request
+from fabrikito.offline.replies import Reply
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy knows the name)
 if TYPE_CHECKING:
@@ -148,22 +147,8 @@ def answer(ex: Exchange, seat: str, path: str, body: Any, raw: bytes) -> None:
     reply, results = standin.pick(seat, text, calls, main=main, fixed=fixed)
     number = standin.next_id()
     call_id = f"call_standin_{number:06d}"
-    standin.note_call(seat, call_id, reply)
-    standin.record(
-        Request(
-            index=-1,
-            seat=seat,
-            method="POST",
-            path=ex.path,
-            body=body,
-            streamed=streamed,
-            last_user_text=text,
-            tool_results=tuple(results),
-            at=time.monotonic(),
-            reply=reply,
-            api=API,
-            turn=main,
-        )
+    standin.record_call(
+        seat, ex.path, body, reply, call_id, streamed=streamed, text=text, results=results, api=API, turn=main
     )
     model = path.rsplit("/models/", 1)[1].split(":", 1)[0]
     if not streamed:

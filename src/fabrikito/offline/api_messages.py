@@ -5,13 +5,11 @@ See :mod:`fabrikito.offline.standin` for what Claude Code sends and what is answ
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from fabrikito.offline.replies import (
     SUGGESTION_MARK,
     Reply,
-    Request,
     ToolResult,
     _content_text,
     last_user_message,
@@ -44,21 +42,7 @@ def answer(ex: Exchange, seat: str, path: str, body: Any, raw: bytes) -> None:
     number = standin.next_id()
     message_id = f"msg_standin_{number:06d}"
     tool_use_id = f"toolu_standin_{number:06d}"
-    standin.note_call(seat, tool_use_id, reply)
-    standin.record(
-        Request(
-            index=-1,
-            seat=seat,
-            method="POST",
-            path=ex.path,
-            body=body,
-            streamed=streamed,
-            last_user_text=text,
-            tool_results=tuple(results),
-            at=time.monotonic(),
-            reply=reply,
-        )
-    )
+    standin.record_call(seat, ex.path, body, reply, tool_use_id, streamed=streamed, text=text, results=results)
     if not streamed:
         ex.send_json(200, message_json(reply, model, message_id, tool_use_id))
         return

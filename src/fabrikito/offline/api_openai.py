@@ -38,7 +38,7 @@ import time
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from fabrikito.offline.replies import Reply, Request
+from fabrikito.offline.replies import Reply
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy knows the name)
 if TYPE_CHECKING:
@@ -119,22 +119,8 @@ def answer(ex: Exchange, seat: str, path: str, body: Any, raw: bytes) -> None:
     reply, results = standin.pick(seat, text, calls, main=main)
     number = standin.next_id()
     ids = _Ids(number)
-    standin.note_call(seat, ids.call, reply)
-    standin.record(
-        Request(
-            index=-1,
-            seat=seat,
-            method="POST",
-            path=ex.path,
-            body=body,
-            streamed=streamed,
-            last_user_text=text,
-            tool_results=tuple(results),
-            at=time.monotonic(),
-            reply=reply,
-            api=API,
-            turn=main,
-        )
+    standin.record_call(
+        seat, ex.path, body, reply, ids.call, streamed=streamed, text=text, results=results, api=API, turn=main
     )
     model = str(body.get("model", "standin-model")) if isinstance(body, dict) else "standin-model"
     if not streamed:

@@ -414,6 +414,39 @@ class StandIn:
                     return use_id
         return None
 
+    def record_call(
+        self,
+        seat: str,
+        path: str,
+        body: Any,
+        reply: Reply,
+        call_id: str,
+        *,
+        streamed: bool,
+        text: str,
+        results: Sequence[ToolResult],
+        api: str = "",
+        turn: bool = False,
+    ) -> None:
+        """A model call answered with ``reply``: its tool call (if any) noted under ``call_id``, the call recorded."""
+        self.note_call(seat, call_id, reply)
+        self.record(
+            Request(
+                index=-1,
+                seat=seat,
+                method="POST",
+                path=path,
+                body=body,
+                streamed=streamed,
+                last_user_text=text,
+                tool_results=tuple(results),
+                at=time.monotonic(),
+                reply=reply,
+                api=api,
+                turn=turn,
+            )
+        )
+
     def note_call(self, seat: str, tool_use_id: str, reply: Reply) -> None:
         if reply.tool is None:
             return
