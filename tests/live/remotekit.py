@@ -8,7 +8,7 @@ What :class:`OtherHost` sets up (as root; Debian's ``openssh-server``, which
   HOME, its tmux server and its ``~/.local/state/fabrikito`` are "the other host";
 * fabrikito installed for that user the way a user would: the wheel built
   from this checkout, ``pip install``-ed into a venv of its own, the
-  ``fabrikito`` entry point linked into ``~/.local/bin``;
+  ``fabrikito`` command linked into ``~/.local/bin``;
 * ``sshd -D`` on 127.0.0.1 and a free port, with a generated host key, key
   logins only (root's key and the user's), its own log;
 * an ssh config for this side (``$FABRIKITO_SSH_CONFIG``): ``fk-remote`` is

@@ -7,8 +7,11 @@ what, and what to do about it.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from enum import StrEnum
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy knows the name)
+if TYPE_CHECKING:  # every command imports this module: neither costs them anything at run time
+    from collections.abc import Sequence
+
+    from fabrikito.base.ssh import Problem
 
 
 class FabrikitoError(Exception):
@@ -65,19 +68,6 @@ class TmuxError(FabrikitoError):
 
 class StateFileError(FabrikitoError):
     """A file under ``.state/`` is not what it must be (a link, a FIFO...)."""
-
-
-class Problem(StrEnum):
-    """What went wrong on the way to another host."""
-
-    UNREACHABLE = "unreachable"
-    TIMED_OUT = "did not answer"
-    HOST_KEY_CHANGED = "host key changed"
-    HOST_KEY_UNKNOWN = "unknown host key"
-    LOGIN_REFUSED = "login refused"
-    DROPPED = "connection dropped"
-    NO_SSH = "no ssh"
-    NOT_INSTALLED = "fabrikito missing"
 
 
 class HostError(FabrikitoError):

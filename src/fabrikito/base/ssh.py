@@ -31,9 +31,10 @@ import os
 import shlex
 import socket
 from collections.abc import Callable, Sequence
+from enum import StrEnum
 from pathlib import Path
 
-from fabrikito.base.errors import HostError, Problem
+from fabrikito.base.errors import HostError
 from fabrikito.base.spawn import TimedOut
 from fabrikito.base.spawn import run as spawn_run
 from fabrikito.base.values import frozen
@@ -52,6 +53,19 @@ NOT_FOUND = 127
 _PREAMBLE = 'PATH="$HOME/.local/bin:$PATH" LANG="${LANG:-C.UTF-8}" '
 #: fabrikito on a host: on its PATH, ``~/.local/bin`` first.
 FABRIKITO = "fabrikito"
+
+
+class Problem(StrEnum):
+    """What went wrong on the way to another host (:class:`~fabrikito.base.errors.HostError` names one)."""
+
+    UNREACHABLE = "unreachable"
+    TIMED_OUT = "did not answer"
+    HOST_KEY_CHANGED = "host key changed"
+    HOST_KEY_UNKNOWN = "unknown host key"
+    LOGIN_REFUSED = "login refused"
+    DROPPED = "connection dropped"
+    NO_SSH = "no ssh"
+    NOT_INSTALLED = "fabrikito missing"
 
 
 @frozen
