@@ -6,7 +6,9 @@ timed), then:
 * counts the tmux processes one ``fabrikito status`` starts, through a
   ``tmux`` shim first on ``PATH`` that logs each call and execs the real one;
 * times the installed ``fabrikito status`` against ``python -c pass``,
-  interleaved, and ``status.collect`` in-process;
+  interleaved: as people run it once ``up`` has started the team's status
+  server (it answers), and run in its own process
+  (``FABRIKITO_STATUS_SERVER=0``), and ``status.collect`` in-process;
 * times, in the same rounds, the floor of any ``status`` that reads the
   screens: a bare interpreter that makes the same two tmux calls (the pane
   list, then every screen in one chained call) and nothing else (no
@@ -34,6 +36,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "src")]
 from bench.bench_up import offline_team, stop  # noqa: E402 -- after the path is set
 from bench.report import fabrikito_cli, write_section  # noqa: E402
 
+from fabrikito.base import statuswire  # noqa: E402
 from fabrikito.delivery import seatpane  # noqa: E402
 from fabrikito.launch import lifecycle, status  # noqa: E402
 from fabrikito.offline import claude_setup  # noqa: E402
@@ -43,6 +46,7 @@ from fabrikito.team import teamfile  # noqa: E402
 SEATS = int(os.environ.get("BENCH_SEATS", "12"))
 FLOOR_NAME = "the two tmux calls alone"
 IMPORT_RE = "python -c 'import re'"
+OWN = "fabrikito status, in its own process"
 # The floor: the tmux calls of status, from a bare interpreter. argv: tmux, then each call's
 # arguments joined by \x1d (the formats hold \x1f), the calls separated by one argument "\x1e".
 FLOOR = """
@@ -118,13 +122,18 @@ def main() -> None:
                 (shim / "tmux").chmod(0o755)
                 env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "PATH": f"{shim}:{os.environ['PATH']}"}
                 cli = [*fabrikito_cli(), "status", "--team", str(team.path)]
+                assert statuswire.ask(str(team.path), "") is not None, "the status server does not answer"
                 out = subprocess.run(cli, env=env, check=True, capture_output=True, text=True).stdout
-                tmux_calls = len(calls.read_text().splitlines())
+                tmux_calls = len(calls.read_text().splitlines())  # the server's: it runs with the asker's PATH
+                calls.unlink()
+                own = {**env, "FABRIKITO_STATUS_SERVER": "0"}
+                subprocess.run(cli, env=own, check=True, capture_output=True, text=True)
+                own_calls = len(calls.read_text().splitlines())
                 states = [line.split()[3] for line in out.splitlines()[2 : 2 + SEATS]]
                 bare = [sys.executable, "-c", "pass"]
                 plain = {**env, "PATH": os.environ["PATH"]}  # timed without the counting shim
                 floor = floor_argv(team, real_tmux)
-                names = ("python -c pass", "fabrikito status", FLOOR_NAME, IMPORT_RE)
+                names = ("python -c pass", "fabrikito status", OWN, FLOOR_NAME, IMPORT_RE)
                 times: dict[str, list[float]] = {name: [] for name in (*names, *((BEFORE_NAME,) if BEFORE else ()))}
                 if BEFORE:
                     compileall.compile_dir(str(Path(BEFORE) / "src"), quiet=1)
@@ -134,6 +143,7 @@ def main() -> None:
                         times[BEFORE_NAME].append(timed(cli, before_env))
                     times["python -c pass"].append(timed(bare, plain))
                     times["fabrikito status"].append(timed(cli, plain))
+                    times[OWN].append(timed(cli, {**plain, "FABRIKITO_STATUS_SERVER": "0"}))
                     times[FLOOR_NAME].append(timed(floor, plain))
                     times[IMPORT_RE].append(timed([sys.executable, "-c", "import re"], plain))
                 inproc = []
@@ -151,9 +161,11 @@ def main() -> None:
     ratio = median["fabrikito status"] / median["python -c pass"]
     fastest = min(times["fabrikito status"]) / min(times["python -c pass"])
     floor_ratio = median[FLOOR_NAME] / median["python -c pass"]
-    print(f"tmux calls: {tmux_calls}; states: {states}")
+    own_ratio = median[OWN] / median["python -c pass"]
+    print(f"tmux calls: {tmux_calls} (in its own process: {own_calls}); states: {states}")
     print(
-        f"medians: {median}; collect in-process {collect_ms:.1f} ms; ratio {ratio:.2f}x; load {os.getloadavg()[0]:.1f}"
+        f"medians: {median}; collect in-process {collect_ms:.1f} ms; ratio {ratio:.2f}x (own process "
+        f"{own_ratio:.2f}x); load {os.getloadavg()[0]:.1f}"
     )
     if BEFORE:
         print(f"before: {median[BEFORE_NAME] / median['python -c pass']:.2f}x")
@@ -166,15 +178,19 @@ def main() -> None:
             "",
             "| measure | value |",
             "|---|---|",
-            f"| tmux calls by one `fabrikito status` | **{tmux_calls}** (goal: at most 2) |",
+            f"| tmux calls by one `fabrikito status` | **{tmux_calls}**, made by the status server "
+            f"({own_calls} when it runs in its own process; goal: at most 2) |",
             f"| `python -c pass`, median (fastest) | {median['python -c pass']:.1f} ms "
             f"({min(times['python -c pass']) * 1000:.1f} ms) |",
-            f"| `fabrikito status`, median (fastest) | {median['fabrikito status']:.1f} ms "
-            f"({min(times['fabrikito status']) * 1000:.1f} ms) |",
+            f"| `fabrikito status`, answered by the status server, median (fastest) | "
+            f"{median['fabrikito status']:.1f} ms ({min(times['fabrikito status']) * 1000:.1f} ms) |",
+            f"| `fabrikito status` in its own process (`FABRIKITO_STATUS_SERVER=0`), median | {median[OWN]:.1f} ms "
+            f"(**{own_ratio:.2f}x**) |",
             f"| `status.collect` in-process, median | {collect_ms:.1f} ms |",
             f"| {FLOOR_NAME} (a bare interpreter, `os` only), median | {median[FLOOR_NAME]:.1f} ms "
             f"(**{floor_ratio:.2f}x** a bare start) |",
-            f"| {IMPORT_RE} (the installed script imports `re` first), median | {median[IMPORT_RE]:.1f} ms "
+            f"| {IMPORT_RE} (what an entry point's generated script costs first; bin/fabrikito does not), "
+            f"median | {median[IMPORT_RE]:.1f} ms "
             f"({median[IMPORT_RE] / median['python -c pass']:.2f}x) |",
             *(
                 [
@@ -187,19 +203,16 @@ def main() -> None:
             "",
             f"`status` costs **{ratio:.2f}x** a bare interpreter start ({RUNS} interleaved runs each; goal: 3x, "
             f"{'met' if ratio <= 3 else 'not met'}; fastest run against fastest run: {fastest:.2f}x). "
-            "One call lists every pane (`list-panes -a`); one more reads "
-            "every seat's screen (`display-message` and `capture-pane` chained in one tmux invocation, read-only). "
-            "Each call runs while fabrikito works: the pane list is started as soon as the team file is loaded, "
-            "before the status modules are imported, and the screens' call before `/proc`, the registry files and "
-            "the tail of the log are read; then the 12 screens are recognised. `--no-screens` "
-            "drops the second call (and the `box holds text` state with it). "
-            f"Those two tmux calls alone, from a bare interpreter, already cost {floor_ratio:.2f}x, and the "
-            f"installed `fabrikito` script imports `re` before any of fabrikito runs: the goal leaves "
-            f"{3 * median['python -c pass'] - median[FLOOR_NAME]:.1f} ms for everything else. What is imported: "
-            "`re` and `enum`, `pathlib`, `json`, the screen recogniser; not argparse (a plain command line is "
-            "read by `fabrikito.fastargs`), the queue (unless the team has a queue folder), `hashlib`, "
-            "`dataclasses`, `typing`, `subprocess`, `shutil` or (the team file's parse being kept in `.state`) "
-            "`tomllib` (tests/unit/test_startup.py keeps it so).",
+            "`up` starts the team's status server (src/fabrikito/launch/statusserver.py): `fabrikito status` "
+            "imports its own error module and the wire module only (no `re`, `enum`, `pathlib` or `json`), asks "
+            "the server over a unix socket, and prints what it answers. For each question the server runs "
+            "status's own code on the asker's team file, options and environment: one call lists every pane "
+            "(`list-panes -a`), one more reads every seat's screen (`display-message` and `capture-pane` chained "
+            "in one tmux invocation, read-only), then `/proc`, the registry files and the tail of the log are "
+            "read; only a screen it has recognised before is not recognised again. Without a server (a team "
+            f"not brought up by `up`, `FABRIKITO_STATUS_SERVER=0`) status runs in its own process: {own_ratio:.2f}x, "
+            "its imports (`re` and `enum`, `pathlib`, `json`, the recognisers) and the same work. "
+            f"The two tmux calls alone, from a bare interpreter, cost {floor_ratio:.2f}x.",
             f"Load average at the end of the run: {os.getloadavg()[0]:.1f}.",
         ]
     )

@@ -19,13 +19,13 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable, Sequence
 
 from fabrikito.base.errors import FabrikitoError, print_error
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy knows the name)
 if TYPE_CHECKING:
     import argparse
+    from collections.abc import Callable, Sequence
     from typing import Any
 
     Builder = Callable[[argparse.ArgumentParser], None]
@@ -311,6 +311,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         except FabrikitoError as exc:
             print_error(f"fabrikito _host: {exc.message}")
             return exc.exit_code
+    if argv[:1] == ["status"] and os.environ.get("FABRIKITO_STATUS_SERVER") != "0" and not _debug():
+        code = _served_status(argv[1:])
+        if code is not None:
+            return code
     args, parser = parse(argv)
     if args.version:
         from fabrikito import __version__
@@ -326,13 +330,49 @@ def main(argv: Sequence[str] | None = None) -> int:
         code = _resolve(handler_path)(args)
         return int(code)
     except FabrikitoError as exc:
-        if os.environ.get("FABRIKITO_DEBUG") == "1":
+        if _debug():
             raise
         print_error(f"fabrikito {args.command}: {exc.message}")
         return exc.exit_code
     except KeyboardInterrupt:
         print_error(f"fabrikito {args.command}: interrupted")
         return 130
+
+
+def _debug() -> bool:
+    return os.environ.get("FABRIKITO_DEBUG") == "1"
+
+
+def _served_status(options: Sequence[str]) -> int | None:
+    """``status`` as the team's status server answers it (launch/statusserver.py), its output
+    printed here; ``None`` when there is none to ask or the line is not plain: it then runs here."""
+    team: str | None = None
+    flags = set()
+    rest = list(options)
+    while rest:
+        option = rest.pop(0)
+        if option in ("--json", "--no-screens"):
+            flags.add(option[2])
+        elif option == "--team" and rest and not rest[0].startswith("-"):
+            team = rest.pop(0)
+        else:
+            return None  # --help, an error, an abbreviation: argparse reads it
+    from fabrikito.base import statuswire
+
+    if team is None:
+        team = os.environ.get("FABRIKITO_TEAM") or "team.toml"  # as teamfile.resolve_team_path
+    answer = statuswire.ask(statuswire.absolute(team), "".join(sorted(flags)))
+    if answer is None:
+        return None
+    code, out, err = answer
+    for fd, text in ((1, out), (2, err)):
+        data = text
+        try:
+            while data:
+                data = data[os.write(fd, data) :]
+        except OSError:  # a closed stdout (| head) ends the output quietly, as a printed status does
+            pass
+    return code
 
 
 def run() -> None:

@@ -205,21 +205,10 @@ def cmd_status(args: argparse.Namespace) -> int:
     from fabrikito.team import teamfile
 
     team = teamfile.load(args.team)
-    if _across_hosts(team):
-        from fabrikito.launch import multihost, status
+    listing = None if _across_hosts(team) else team.server().start_list_panes()  # tmux answers meanwhile
+    from fabrikito.launch import status
 
-        found = multihost.collect(team, screens=not args.no_screens)
-    else:
-        listing = team.server().start_list_panes()  # tmux answers while the rest is imported
-        from fabrikito.launch import status
-
-        found = status.collect(team, screens=not args.no_screens, listing=listing)
-    if args.json:
-        from fabrikito.log.logview import json_text
-
-        _line(json_text(status.to_json(found), indent=2))
-    else:
-        _line(status.render(found))
+    _line(status.report(team, as_json=args.json, screens=not args.no_screens, listing=listing))
     return 0
 
 

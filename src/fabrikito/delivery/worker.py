@@ -27,14 +27,13 @@ import fcntl
 import json
 import os
 import signal
-import subprocess
 import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from fabrikito.base import statedir
+from fabrikito.base import daemons, statedir
 from fabrikito.base.errors import FabrikitoError, StateFileError, TmuxError
 from fabrikito.delivery import queue, say, seatlock, seatpane
 from fabrikito.delivery.queue import Message, State
@@ -366,24 +365,12 @@ def ensure_running(team: Team) -> bool:
     if found.running:
         return False  # starting: it reads the queue in its first round
     statedir.ensure_state_dir(team.base_dir, team.name)
-    err = statedir.open_plain(team.state_dir / ERR_NAME, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
-    try:
-        child = subprocess.Popen(
-            [sys.executable, "-m", MODULE, str(team.path)],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=err,
-            cwd=str(team.base_dir),
-            start_new_session=True,
-            close_fds=True,
-        )
-    finally:
-        os.close(err)
+    child = daemons.start_detached(
+        [sys.executable, "-m", MODULE, str(team.path)], cwd=team.base_dir, err_path=team.state_dir / ERR_NAME
+    )
     # Return once it holds its lock (or has ended): a `down` right after this sees it and stops it,
     # where a worker still starting would be missed and outlive its team.
-    deadline = time.monotonic() + START_WAIT
-    while not lock_held(team) and child.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.01)
+    daemons.wait_started(child, lambda: lock_held(team), START_WAIT)
     return True
 
 
@@ -396,13 +383,8 @@ def stop(team: Team, *, timeout: float = 15.0) -> str:
         found = read_info(team)
     if not found.running or found.pid is None:
         return "the delivery worker was not running"
-    os.kill(found.pid, signal.SIGTERM)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if not lock_held(team):
-            return f"stopped the delivery worker (pid {found.pid})"
-        time.sleep(0.05)
-    os.kill(found.pid, signal.SIGKILL)
+    if daemons.end(found.pid, lambda: lock_held(team), timeout):
+        return f"stopped the delivery worker (pid {found.pid})"
     return f"killed the delivery worker (pid {found.pid}): it did not stop within {timeout:g} s"
 
 

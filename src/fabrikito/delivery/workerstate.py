@@ -6,12 +6,10 @@ Kept apart from :mod:`fabrikito.delivery.worker` (the process itself), so
 
 from __future__ import annotations
 
-import fcntl
 import json
-import os
 from pathlib import Path
 
-from fabrikito.base import procs, statedir
+from fabrikito.base import daemons, procs, statedir
 from fabrikito.base.errors import StateFileError
 from fabrikito.base.values import frozen
 from fabrikito.team.teamfile import Team
@@ -68,17 +66,7 @@ def read_info(team: Team) -> Info:
 
 
 def lock_held(team: Team) -> bool:
-    try:
-        fd = statedir.open_plain(lock_path(team), os.O_RDONLY)
-    except (OSError, StateFileError):
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    finally:
-        os.close(fd)
-    return False
+    return daemons.lock_held(lock_path(team))
 
 
 def is_worker(pid: int, start_ticks: object) -> bool:

@@ -13,7 +13,6 @@ and clean up without the server's machinery.
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import os
@@ -21,7 +20,7 @@ import stat
 from collections.abc import Mapping
 from pathlib import Path
 
-from fabrikito.base import procs, statedir
+from fabrikito.base import daemons, procs, statedir
 from fabrikito.base.errors import StateFileError
 from fabrikito.base.values import frozen
 from fabrikito.team.teamfile import Team
@@ -80,23 +79,9 @@ def places(team: Team, role: str, env: Mapping[str, str] | None = None) -> Place
     )
 
 
-def lock_held(path: Path) -> bool:
-    try:
-        fd = statedir.open_plain(path, os.O_RDONLY)
-    except (OSError, StateFileError):
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    finally:
-        os.close(fd)
-    return False
-
-
 def read_info(where: Places) -> Info:
     """Whether the inbox runs (its lock is held) and what its info file records."""
-    running = lock_held(where.lock)
+    running = daemons.lock_held(where.lock)
     try:
         data = json.loads(statedir.read_plain(where.info) or b"{}")
     except (OSError, ValueError, StateFileError):
@@ -145,7 +130,7 @@ def clear_stale(where: Places, *, lock_is_ours: bool = False) -> None:
 
     ``lock_is_ours``: the caller holds the inbox's lock (a new inbox, before it binds).
     """
-    if not lock_is_ours and lock_held(where.lock):
+    if not lock_is_ours and daemons.lock_held(where.lock):
         return
     found = read_info(where)
     remove_registry(where)

@@ -51,7 +51,7 @@ import time
 import uuid
 from pathlib import Path
 
-from fabrikito.base import procs, statedir
+from fabrikito.base import daemons, procs, statedir
 from fabrikito.base.errors import FabrikitoError, StateFileError
 from fabrikito.inbox import protocol
 from fabrikito.inbox.gate import Gate, Inbound, Verdict, read_arrival, seat_class
@@ -440,31 +440,16 @@ def start_inbox(
 
     Raises :class:`FabrikitoError` with what the process wrote when it did not come up.
     """
-    import subprocess
-
     where = places(team, seat.role)
     if read_info(where).running:
         return False
     err_path = where.dir / f"{seat.role}{ERR_SUFFIX}"
-    err = statedir.open_plain(err_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
     command = [sys.executable, "-m", MODULE, str(team.path), seat.role]
     if name is not None:
         command += ["--name", name]
     if inbound is not None:
         command += ["--inbound", inbound.value]
-    try:
-        child = subprocess.Popen(
-            command,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=err,
-            cwd=str(team.base_dir),
-            env=env,
-            start_new_session=True,
-            close_fds=True,
-        )
-    finally:
-        os.close(err)
+    child = daemons.start_detached(command, cwd=team.base_dir, err_path=err_path, env=env)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         found = read_info(where)
@@ -492,14 +477,8 @@ def stop_inbox(team: Team, seat: Seat, *, timeout: float = 5.0) -> str:
     if not found.running or found.pid is None:
         clear_stale(where)
         return f"{seat.role}: the inbox was not running"
-    os.kill(found.pid, signal.SIGTERM)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if not read_info(where).running:
-            return f"{seat.role}: stopped the inbox (pid {found.pid})"
-        time.sleep(0.05)
-    os.kill(found.pid, signal.SIGKILL)
-    time.sleep(0.1)
+    if daemons.end(found.pid, lambda: read_info(where).running, timeout):
+        return f"{seat.role}: stopped the inbox (pid {found.pid})"
     clear_stale(where)
     return f"{seat.role}: killed the inbox (pid {found.pid}): it did not stop within {timeout:g} s"
 

@@ -206,7 +206,7 @@ def up(
     failed_roles = {role for role, r in run.results.items() if r.step is Step.FAILED}
     seatinboxes.start(team, [s for s in seats if s.role in run.results and s.role not in failed_roles], out)
     if server is None or server == team.server():
-        _start_worker(team, out)
+        _start_helpers(team, out)
     ordered = tuple(run.results[s.role] for s in seats if s.role in run.results)
     return UpResult(seats=ordered)
 
@@ -485,16 +485,21 @@ def _log(team: Team, sender: str, role: str, outcome: msglog.Outcome, text: str)
     return ""
 
 
-def _start_worker(team: Team, out: Callable[[str], None]) -> None:
-    """The team's delivery worker (``say --queue``), after the kickoffs so they go first."""
+def _start_helpers(team: Team, out: Callable[[str], None]) -> None:
+    """The team's delivery worker (``say --queue``) and status server, after the kickoffs so they go first."""
     from fabrikito.delivery import worker
+    from fabrikito.launch import statusserver
 
-    try:
-        started = worker.ensure_running(team)
-    except (OSError, FabrikitoError) as exc:
-        out(f"the delivery worker could not be started ({exc}): queued messages wait until it runs")
-        return
-    out("delivery worker: started" if started else "delivery worker: already running")
+    helpers = [("delivery worker", worker.ensure_running, "queued messages wait until it runs")]
+    if statusserver.served(team):
+        helpers.append(("status server", statusserver.ensure_running, "status works without it, only slower"))
+    for name, start, meanwhile in helpers:
+        try:
+            started = start(team)
+        except (OSError, FabrikitoError) as exc:
+            out(f"the {name} could not be started ({exc}): {meanwhile}")
+            continue
+        out(f"{name}: started" if started else f"{name}: already running")
 
 
 # -- down -------------------------------------------------------------------------------
@@ -545,6 +550,11 @@ def down(
 
         if workerstate.read_info(team).running:
             out(worker.stop(team))
+        from fabrikito.launch import statusserver
+
+        stopped_server = statusserver.stop(team)
+        if stopped_server is not None:
+            out(stopped_server)
     seatinboxes.stop(team, seats, out)
     rows, running = list_panes(srv)
     if not running:

@@ -351,10 +351,26 @@ def release_cell(release: str | None, qualified: bool | None) -> str:
     return (release or "?") + ("" if qualified else " (not qualified: run fabrikito qualify)")
 
 
+# Screens recognised already, with what was made of them.  A recogniser is a function of the
+# snapshot alone, so a screen seen again by the same recogniser (an idle seat's, asked of the
+# status server again and again: launch/statusserver.py) is not read again; a release qualified
+# in the meantime gets another recogniser, so another key.  A command that runs once gains nothing.
+_READ: dict[tuple[object, ...], BoxReading] = {}
+_READ_KEPT = 64
+
+
 def _reading(agent: seatpane.Agent, look: seatpane.Look | None) -> BoxReading | None:
     if look is None:
         return None
-    return recogniser_for(agent.name or CLAUDE, agent.version, exe=agent.exe).recognise(look.snapshot)
+    recogniser = recogniser_for(agent.name or CLAUDE, agent.version, exe=agent.exe)
+    key = (type(recogniser), agent.name, agent.version, getattr(recogniser, "reason", None), look.snapshot)
+    reading = _READ.get(key)
+    if reading is None:
+        reading = recogniser.recognise(look.snapshot)
+        if len(_READ) >= _READ_KEPT:
+            _READ.clear()
+        _READ[key] = reading
+    return reading
 
 
 # -- output -------------------------------------------------------------------------
@@ -379,6 +395,22 @@ def notice_line(notice: Notice, attach: str) -> str:
 
 def attach_command(team: Team, seat: Seat) -> str:
     return " ".join(["tmux", *team.server().server_flags, "attach", "-t", seat.session])
+
+
+def report(team: Team, *, as_json: bool, screens: bool, listing: Pending | None = None) -> str:
+    """What ``status`` prints: the table, or its JSON.  ``listing``: the pane list's tmux call,
+    begun by the caller (a team with seats on other hosts reads every host instead)."""
+    if any(seat.host is not None for seat in team.seats):
+        from fabrikito.launch import multihost
+
+        found = multihost.collect(team, screens=screens)
+    else:
+        found = collect(team, screens=screens, listing=listing)
+    if as_json:
+        from fabrikito.log.logview import json_text
+
+        return json_text(to_json(found), indent=2)
+    return render(found)
 
 
 def render(status: Status, *, today: str | None = None) -> str:
