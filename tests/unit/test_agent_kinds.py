@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import json
-import secrets
 import shutil
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from fabrikito.base.errors import TeamFileError, TmuxError
+from fabrikito.base.errors import TeamFileError
 from fabrikito.base.tmux import Server
 from fabrikito.delivery import seatpane
 from fabrikito.team import agents, check, teamfile
@@ -111,16 +109,6 @@ def fake_package(root: Path, name: str, version: str, rel: str, program: Path) -
     shutil.copy(program, target)
     target.chmod(0o755)
     return target
-
-
-@pytest.fixture
-def server() -> Iterator[Server]:
-    srv = Server(socket_name=f"fab-unit-{secrets.token_hex(4)}")
-    yield srv
-    try:
-        srv.kill_server()
-    except TmuxError:
-        pass
 
 
 def pane_pid(server: Server, *argv: str) -> int:

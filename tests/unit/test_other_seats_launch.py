@@ -6,7 +6,6 @@ import json
 import secrets
 import time
 import tomllib
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -157,16 +156,6 @@ SURVIVOR = (
     # relaunched node is), and a grandchild of it; the pane's own process waits on a sleep.
     "trap '' HUP; (trap '' HUP; sleep 300 & sleep 301) & echo started; exec sleep 302"
 )
-
-
-@pytest.fixture
-def server() -> Iterator[Server]:
-    srv = Server(socket_name=f"fab-unit-{secrets.token_hex(4)}")
-    yield srv
-    try:
-        srv.kill_server()
-    except TmuxError:
-        pass
 
 
 def start_pane(server: Server, session: str) -> tuple[str, int]:

@@ -1,24 +1,12 @@
 from __future__ import annotations
 
-import secrets
 import socket
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from fabrikito.base.errors import TmuxError
 from fabrikito.base.tmux import Server
-
-
-@pytest.fixture
-def server() -> Iterator[Server]:
-    srv = Server(socket_name=f"fab-unit-{secrets.token_hex(4)}")
-    yield srv
-    try:
-        srv.kill_server()
-    except TmuxError:
-        pass
 
 
 def test_every_command_names_the_server() -> None:

@@ -37,6 +37,18 @@ def lock_held(path: Path) -> bool:
     return False
 
 
+def hold_lock(path: Path) -> int | None:
+    """Open ``path`` (0600, no link) and take its lock for as long as the descriptor returned stays
+    open (the helper's life); ``None`` when another process holds it: one helper runs, not two."""
+    fd = statedir.open_plain(path, os.O_RDWR | os.O_CREAT)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    return fd
+
+
 def start_detached(
     argv: Sequence[str], *, cwd: Path, err_path: Path, env: Mapping[str, str] | None = None
 ) -> subprocess.Popen[bytes]:

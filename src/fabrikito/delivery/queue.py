@@ -363,8 +363,9 @@ class Gone(Exception):
     """The message changed under the worker (dropped by someone)."""
 
 
-def drop(team: Team, msg_id: str, *, by: str) -> Message:
-    """Remove one message (waiting, uncertain or expired) and log it; a message being typed is refused."""
+@contextmanager
+def _locked_message(team: Team, msg_id: str) -> Iterator[Message]:
+    """The queued message ``msg_id``, its seat's queue locked meanwhile; a usage error when there is none."""
     match = ID.fullmatch(msg_id)
     if match is None or team.seat(match.group(1)) is None:
         raise UsageError(f"'{msg_id}' is not a queued message's id (see ./fabrikito queue)")
@@ -374,6 +375,12 @@ def drop(team: Team, msg_id: str, *, by: str) -> Message:
             raise UsageError(
                 f"no message {msg_id} in the queue (delivered, or dropped already?): see ./fabrikito queue"
             )
+        yield msg
+
+
+def drop(team: Team, msg_id: str, *, by: str) -> Message:
+    """Remove one message (waiting, uncertain or expired) and log it; a message being typed is refused."""
+    with _locked_message(team, msg_id) as msg:
         if msg.state is State.TYPING:
             raise FabrikitoError(
                 f"{msg_id} is being typed into {msg.role} right now: it cannot be dropped", exit_code=3
@@ -386,15 +393,7 @@ def drop(team: Team, msg_id: str, *, by: str) -> Message:
 
 def release(team: Team, msg_id: str, *, by: str) -> Message:
     """``held`` → ``pending``: the owner lets a held message be typed; logged."""
-    match = ID.fullmatch(msg_id)
-    if match is None or team.seat(match.group(1)) is None:
-        raise UsageError(f"'{msg_id}' is not a queued message's id (see ./fabrikito queue)")
-    with seat_queue_lock(team, match.group(1)):
-        msg = find(team, msg_id)
-        if msg is None:
-            raise UsageError(
-                f"no message {msg_id} in the queue (delivered, or dropped already?): see ./fabrikito queue"
-            )
+    with _locked_message(team, msg_id) as msg:
         if msg.state is not State.HELD:
             raise UsageError(
                 f"{msg_id} is {msg.state.value}, not held: only a message an inbox held is released "

@@ -23,7 +23,6 @@ after a start: that round checks the log before writing a line again.
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import signal
@@ -304,13 +303,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         team = teamfile.load(args[0])
         statedir.ensure_state_dir(team.base_dir, team.name)
-        fd = statedir.open_plain(lock_path(team), os.O_RDWR | os.O_CREAT)
+        fd = daemons.hold_lock(lock_path(team))
     except FabrikitoError as exc:
         print(f"fabrikito worker: {exc.message}", file=sys.stderr)
         return 1
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
+    if fd is None:
         return 0  # another worker runs for this team
     _write_info(team, {})
     try:

@@ -38,7 +38,6 @@ before a message was read are noted in ``.state/<team>/inbox/<role>.log``.
 from __future__ import annotations
 
 import argparse
-import fcntl
 import hmac
 import json
 import os
@@ -385,13 +384,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"fabrikito inbox: no seat '{args.role}' in team {team.name}", file=sys.stderr)
             return 2
         where = places(team, seat.role)
-        fd = statedir.open_plain(where.lock, os.O_RDWR | os.O_CREAT)
+        fd = daemons.hold_lock(where.lock)
     except FabrikitoError as exc:
         print(f"fabrikito inbox: {exc.message}", file=sys.stderr)
         return 1
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
+    if fd is None:
         return 0  # another inbox runs for this seat
     stopped: list[bool] = []
     inbox = Inbox(team, seat, where, secrets.token_hex(16), Gate(seat_class(seat), Inbound(args.inbound)))

@@ -28,7 +28,6 @@ changed (looked at every :data:`CHECK_EVERY` seconds).
 
 from __future__ import annotations
 
-import fcntl
 import os
 import signal
 import socket
@@ -258,10 +257,8 @@ def main(argv: list[str] | None = None) -> int:
     for signo in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(signo, _on_signal)
     try:
-        fd = statedir.open_plain(lock_path(team_path), os.O_RDWR | os.O_CREAT)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+        fd = daemons.hold_lock(lock_path(team_path))
+        if fd is None:
             return 0  # another server answers for this team file
         os.ftruncate(fd, 0)
         listener, inode = _listen(team_path)

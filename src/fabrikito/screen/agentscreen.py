@@ -42,9 +42,18 @@ class AgentScreen(StandardChecks):
 
     agent_name = ""
     dialect = ""
+    release = ""  # the release the dialect was qualified on: the version when none is given
 
-    def __init__(self, version: str) -> None:
-        self._version = version
+    def __init__(self, version: str | None = None) -> None:
+        self._version = version or self.release
+
+    @staticmethod
+    def placeholder_of(message: str) -> str | None:
+        """What the agent shows for ``message`` pasted, when it shows a placeholder (subclasses)."""
+        raise NotImplementedError
+
+    def placeholder(self, message: str) -> str | None:
+        return self.placeholder_of(message)
 
     @property
     def agent(self) -> str:

@@ -188,12 +188,8 @@ class Codex0171(AgentScreen):
 
     agent_name = "codex"
     dialect = DIALECT
-
-    def __init__(self, version: str = VERSION) -> None:
-        super().__init__(version)
-
-    def placeholder(self, message: str) -> str | None:
-        return placeholder(message)
+    release = VERSION
+    placeholder_of = staticmethod(placeholder)
 
     def read(self, rows: tuple[Row, ...], snapshot: PaneSnapshot, renderer: Renderer) -> BoxReading:
         last = max(i for i, r in enumerate(rows) if not blank(r))

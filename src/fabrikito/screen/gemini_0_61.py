@@ -105,12 +105,8 @@ class Gemini061(AgentScreen):
 
     agent_name = "gemini"
     dialect = DIALECT
-
-    def __init__(self, version: str = VERSION) -> None:
-        super().__init__(version)
-
-    def placeholder(self, message: str) -> str | None:
-        return placeholder(message)
+    release = VERSION
+    placeholder_of = staticmethod(placeholder)
 
     def read(self, rows: tuple[Row, ...], snapshot: PaneSnapshot, renderer: Renderer) -> BoxReading:
         width = snapshot.width
