@@ -143,6 +143,28 @@ def test_a_paste_not_drawn_yet_is_read_again_after_a_pause_not_at_once(tmp_path:
         assert second - first >= say.POLL * 0.9, text
 
 
+def test_the_first_look_after_the_enter_waits_for_the_request_to_leave(tmp_path: Path, claude_pid: int) -> None:
+    """A look right after the Enter takes CPU from the agent building its request: the first comes
+    say.ENTER_SETTLE after the Enter, and it still decides (the box seen empty: delivered)."""
+    calls: list[tuple[float, str]] = []
+
+    def on_call(_n: int, argv: list[str]) -> None:
+        calls.append((time.monotonic(), "Enter" if argv[0] == "send-keys" else argv[0]))
+
+    pane = Pane(
+        screen(f"{FULL}-empty-box-fresh-start"),
+        {"paste": names(f"{FULL}-label-alone", f"{FULL}-label-then-short"), "Enter": names(f"{FULL}-after-turn")},
+        pid=claude_pid,
+        on_call=on_call,
+    )
+    code, _team, _ = say_dev(tmp_path, pane)
+    assert code == say.EXIT_DELIVERED
+    names_in_order = [name for _, name in calls]
+    enter = names_in_order.index("Enter")
+    assert names_in_order[enter + 1 :] == ["display-message"]  # one look after it, and it saw the box empty
+    assert calls[enter + 1][0] - calls[enter][0] >= say.ENTER_SETTLE * 0.9
+
+
 def test_an_enter_that_does_not_land_is_reported_as_typed(tmp_path: Path, claude_pid: int) -> None:
     pane = Pane(
         screen(f"{FULL}-empty-box-fresh-start"),
@@ -215,10 +237,12 @@ def test_the_owner_is_named_when_the_server_is_down(tmp_path: Path) -> None:
 
 def test_flush_submits_a_tall_message_say_left_and_logs_one_line(tmp_path: Path, claude_pid: int) -> None:
     team = team_at(tmp_path)
+    calls: list[tuple[float, str]] = []
     pane = Pane(
         screen("fullscreen-89x13-label-then-3lines"),
         {"Enter": names("fullscreen-89x13-after-turn")},
         pid=claude_pid,
+        on_call=lambda _n, argv: calls.append((time.monotonic(), argv[0])),
     )
     from fabrikito.base import statedir
 
@@ -231,6 +255,8 @@ def test_flush_submits_a_tall_message_say_left_and_logs_one_line(tmp_path: Path,
     assert pane.keys == ["Enter"] and pane.pastes == []
     line = only_line(team)
     assert (line.outcome, line.message) == ("FLUSHED", b"[flush]")
+    enter = [name for _, name in calls].index("send-keys")  # its first look after the Enter waits, as say's does
+    assert calls[enter + 1][0] - calls[enter][0] >= say.ENTER_SETTLE * 0.9
 
 
 def test_flush_refuses_a_box_it_did_not_leave_without_calling_it_a_draft(tmp_path: Path, claude_pid: int) -> None:

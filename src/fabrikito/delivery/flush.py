@@ -116,7 +116,7 @@ def _flush_locked(ctx: say.Context, seat: Seat) -> FlushResult:
             ctx.server.send_keys(pane.pane_id, "Enter")
         except TmuxError as exc:
             return FlushResult(msglog.Outcome.NOT_FLUSHED, f"the Enter could not be sent ({exc})")
-        after = pane.wait(pane.landed, timeout=say.ENTER_TIMEOUT)
+        after = pane.after_enter()
         if not pane.landed(after):
             return FlushResult(
                 msglog.Outcome.NOT_FLUSHED,

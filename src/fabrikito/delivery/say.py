@@ -20,7 +20,8 @@ One delivery, in order:
 5. paste the message; require the box to hold label + message (white space
    aside), label + one ``[Pasted text #N]`` placeholder, or the visible end of
    a message taller than the box;
-6. press Enter once, and require the box to be seen empty afterwards; then
+6. press Enter once, and require the box to be seen empty afterwards (the first
+   look comes 50 ms after the Enter, once the agent has sent its request); then
    remove the paste record and the seat's box-text refusal records.
 
 Any check that refuses in a window under 110 columns or 12 rows grows the
@@ -63,6 +64,10 @@ from fabrikito.team.teamfile import Seat, Team
 RENDER_TIMEOUT = 3.0
 ENTER_TIMEOUT = 6.0
 POLL = 0.01
+# After the Enter the agent builds and sends its request: a look then (a tmux call and a capture) takes CPU
+# from it and delays the request by about 20 ms on two cores (docs/benchmarks.md), so the first look after
+# the Enter waits this long; the box is rarely empty again sooner.
+ENTER_SETTLE = 0.05
 
 EXIT_DELIVERED = 0
 EXIT_LOG_FAILED = 1
@@ -122,6 +127,12 @@ class _Pane:
 
     def landed(self, reading: BoxReading) -> bool:
         return landed(self.kind, reading)
+
+    def after_enter(self) -> BoxReading:
+        """The screen once the Enter landed (or the last read, past :data:`ENTER_TIMEOUT`); the first look
+        comes :data:`ENTER_SETTLE` after the Enter, when the agent has sent its request."""
+        time.sleep(ENTER_SETTLE)
+        return self.wait(self.landed, timeout=ENTER_TIMEOUT)
 
     def wait(self, good: Callable[[BoxReading], bool], timeout: float = RENDER_TIMEOUT) -> BoxReading:
         """Read until ``good`` holds or the screen stops changing past the timeout."""
@@ -261,7 +272,7 @@ def _deliver_locked(ctx: Context, seat: Seat, sender: str, text: str) -> Deliver
                 ctx.server.send_keys(pane.pane_id, "Enter")
             except TmuxError as exc:
                 raise LeftInBox(f"the Enter could not be sent ({exc})") from None
-            after = pane.wait(pane.landed, timeout=ENTER_TIMEOUT)
+            after = pane.after_enter()
             ctx.trace(f"{seat.role}: after the Enter the screen is {after.state.value}")
             if not pane.landed(after):
                 raise LeftInBox(
