@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import fcntl
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -115,6 +117,54 @@ def test_no_enter_when_the_box_does_not_hold_just_the_message(tmp_path: Path, cl
     code, team, _ = say_dev(tmp_path, pane)
     assert code == say.EXIT_TYPED
     assert sent(pane) == ["paste", "paste"]
+    assert only_line(team).outcome == "NOT-DELIVERED"
+
+
+def test_the_first_look_is_taken_with_the_seats_lock_held_and_read_before_the_first_paste(
+    tmp_path: Path, claude_pid: int
+) -> None:
+    """The first look's tmux call starts before the foreground check (they overlap), but after the lock is
+    taken: a look taken before it could show the box as it was before another say typed into it."""
+    held: list[bool] = []
+
+    def on_call(_n: int, argv: list[str]) -> None:
+        if argv[0] == "display-message" and not pane.pastes:
+            lock = seatlock.say_dir(team_at(tmp_path)) / "dev.lock"
+            with lock.open("rb") as f:
+                try:
+                    fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    held.append(True)
+                else:
+                    held.append(False)
+
+    pane = Pane(
+        screen(f"{FULL}-empty-box-fresh-start"),
+        {"paste": names(f"{FULL}-label-alone", f"{FULL}-label-then-short"), "Enter": names(f"{FULL}-after-turn")},
+        pid=claude_pid,
+        on_call=on_call,
+    )
+    code, _team, _ = say_dev(tmp_path, pane)
+    assert code == say.EXIT_DELIVERED
+    assert held == [True]  # one look before the first paste, and the lock was held
+    assert [c[0] for c in pane.calls][:3] == ["list-panes", "display-message", "load-buffer"]
+    assert pane.started and all(call.read for call in pane.started)
+
+
+def test_a_pane_without_an_agent_is_refused_and_its_started_look_is_still_read(tmp_path: Path) -> None:
+    """The look started before the foreground check is waited for when that check refuses (no tmux
+    process is left behind), and nothing is typed."""
+    with subprocess.Popen(["sleep", "600"]) as shell:
+        try:
+            pane = Pane(screen(f"{FULL}-empty-box-fresh-start"), pid=shell.pid)
+            code, team, errors = say_dev(tmp_path, pane)
+        finally:
+            shell.kill()
+    assert code == say.EXIT_REFUSED
+    assert "not running an agent" in " ".join(errors)
+    assert sent(pane) == []
+    assert [call.argv[0] for call in pane.started] == ["display-message"]
+    assert all(call.read for call in pane.started)
     assert only_line(team).outcome == "NOT-DELIVERED"
 
 

@@ -75,10 +75,10 @@ def flush_seat(ctx: say.Context, seat: Seat) -> FlushResult:
 
 
 def _flush_locked(ctx: say.Context, seat: Seat) -> FlushResult:
-    pane = say._attach(ctx, seat)
+    pane, first = say._attach(ctx, seat)
     grower = Grower(ctx.server, pane.window_id)
     try:
-        _, reading = pane.read()
+        _, reading = pane.read(first)
         if reading.busy and not pane.kind.deliver_while_busy:
             return FlushResult(msglog.Outcome.NOT_FLUSHED, _busy(pane.kind))
         if reading.state is ScreenState.READY:
