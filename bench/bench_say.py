@@ -179,8 +179,9 @@ def main() -> None:
             "an interpreter start with its imports, the team file, the lock, a look at the pane and its foreground "
             "process, a screen read before typing, the label pasted on its own and read back, the message pasted and "
             "read back, then the Enter; each screen read is one tmux call and waits for Claude Code to draw the "
-            "paste. After the Enter `say` keeps reading until the box is seen empty (its wall time above), but "
-            "that wait comes after the request is on its way.",
+            "paste. After the Enter `say` reads until the box is seen empty (its wall time above); its first look "
+            "comes 50 ms after the Enter (`ENTER_SETTLE`), since looks taken while Claude Code builds its request "
+            "(a tmux client and a capture each, on two shared cores) delayed the request by 10-20 ms.",
             "",
             f"Concurrent: {SENDERS} senders x {EACH} messages = {SENDERS * EACH} in {elapsed:.1f} s "
             f"({SENDERS * EACH / elapsed:.2f} messages/s); delivered {delivered}, refused (exit 3) {refused}, "

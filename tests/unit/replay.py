@@ -1,7 +1,8 @@
 """A tmux server whose one pane replays recorded Claude Code screens.
 
 The delivery engine talks to tmux only through :class:`fabrikito.base.tmux.Server`
-``run``; :class:`ReplayServer` answers those commands from
+``run`` and ``start``; :class:`ReplayServer` answers those commands (a started one
+at once, when it is started) from
 ``tests/fixtures/screens/2.1.316`` instead of a real tmux: ``list-panes`` shows
 one seat, a look (``display-message`` ; ``capture-pane``) shows the current
 screen with its recorded metadata, and each paste or key moves the pane to the
@@ -28,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fabrikito.base.errors import TmuxError
-from fabrikito.base.tmux import Server
+from fabrikito.base.tmux import Pending, Server
 from fabrikito.delivery.seatpane import SEP, SNAP_FIELDS
 
 RELEASE = "2.1.316"
@@ -65,6 +66,7 @@ class Pane:
     keys: list[str] = field(default_factory=list)
     calls: list[list[str]] = field(default_factory=list)
     on_call: Callable[[int, list[str]], None] | None = None
+    started: list[Answered] = field(default_factory=list)  # the calls begun by ``start``, to see each is read
 
     def after(self, event: str) -> None:
         queue = self.script.get(event)
@@ -136,6 +138,32 @@ class ReplayServer(Server):
         if command == "show-options":
             return ""
         raise TmuxError(argv, returncode=1, stderr=f"the replay pane does not know {command}")
+
+    def start(self, *args: str, input: bytes | None = None, env: Mapping[str, str] | None = None) -> Pending:
+        """The command answered now (the pane's screen as it is when the call starts); read by ``result``."""
+        try:
+            answered = Answered(list(args), self.run(*args, input=input, env=env))
+        except TmuxError as exc:
+            answered = Answered(list(args), exc)
+        self.pane.started.append(answered)
+        return answered
+
+
+class Answered(Pending):
+    """A :class:`Pending` whose answer is known: its output, or the error tmux would have raised."""
+
+    __slots__ = ("answer", "read")
+
+    def __init__(self, argv: list[str], answer: str | TmuxError) -> None:
+        super().__init__(argv, TmuxError(argv, returncode=None, stderr="", reason="not run"), 0.0)
+        self.answer = answer
+        self.read = False
+
+    def result(self, timeout: float | None = None) -> str:
+        self.read = True
+        if isinstance(self.answer, TmuxError):
+            raise self.answer
+        return self.answer
 
 
 @contextmanager

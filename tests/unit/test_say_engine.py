@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import fcntl
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -118,6 +120,57 @@ def test_no_enter_when_the_box_does_not_hold_just_the_message(tmp_path: Path, cl
     assert only_line(team).outcome == "NOT-DELIVERED"
 
 
+def test_the_first_look_is_taken_with_the_seats_lock_held_and_read_before_the_first_paste(
+    tmp_path: Path, claude_pid: int
+) -> None:
+    """The first look's tmux call starts before the foreground check (they overlap), but after the lock is
+    taken: a look taken before it could show the box as it was before another say typed into it."""
+    held: list[bool] = []
+
+    def on_call(_n: int, argv: list[str]) -> None:
+        if argv[0] == "display-message" and not pane.pastes:
+            lock = seatlock.say_dir(team_at(tmp_path)) / "dev.lock"
+            if not lock.exists():
+                held.append(False)
+                return
+            with lock.open("rb") as f:
+                try:
+                    fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    held.append(True)
+                else:
+                    held.append(False)
+
+    pane = Pane(
+        screen(f"{FULL}-empty-box-fresh-start"),
+        {"paste": names(f"{FULL}-label-alone", f"{FULL}-label-then-short"), "Enter": names(f"{FULL}-after-turn")},
+        pid=claude_pid,
+        on_call=on_call,
+    )
+    code, _team, _ = say_dev(tmp_path, pane)
+    assert code == say.EXIT_DELIVERED
+    assert held == [True]  # one look before the first paste, and the lock was held
+    assert [c[0] for c in pane.calls][:3] == ["list-panes", "display-message", "load-buffer"]
+    assert pane.started and all(call.read for call in pane.started)
+
+
+def test_a_pane_without_an_agent_is_refused_and_its_started_look_is_still_read(tmp_path: Path) -> None:
+    """The look started before the foreground check is waited for when that check refuses (no tmux
+    process is left behind), and nothing is typed."""
+    with subprocess.Popen(["sleep", "600"]) as shell:
+        try:
+            pane = Pane(screen(f"{FULL}-empty-box-fresh-start"), pid=shell.pid)
+            code, team, errors = say_dev(tmp_path, pane)
+        finally:
+            shell.kill()
+    assert code == say.EXIT_REFUSED
+    assert "not running an agent" in " ".join(errors)
+    assert sent(pane) == []
+    assert [call.argv[0] for call in pane.started] == ["display-message"]
+    assert all(call.read for call in pane.started)
+    assert only_line(team).outcome == "NOT-DELIVERED"
+
+
 def test_a_paste_not_drawn_yet_is_read_again_after_a_pause_not_at_once(tmp_path: Path, claude_pid: int) -> None:
     """Each read is a tmux call on the CPUs the agent draws with: after a read that does not show the
     paste yet, the next waits say.POLL (read at once, the screen has rarely changed)."""
@@ -141,6 +194,28 @@ def test_a_paste_not_drawn_yet_is_read_again_after_a_pause_not_at_once(tmp_path:
     for text in drawn:
         (first, _), (second, _) = [r for r in reads if r[1] == text][:2]
         assert second - first >= say.POLL * 0.9, text
+
+
+def test_the_first_look_after_the_enter_waits_for_the_request_to_leave(tmp_path: Path, claude_pid: int) -> None:
+    """A look right after the Enter takes CPU from the agent building its request: the first comes
+    say.ENTER_SETTLE after the Enter, and it still decides (the box seen empty: delivered)."""
+    calls: list[tuple[float, str]] = []
+
+    def on_call(_n: int, argv: list[str]) -> None:
+        calls.append((time.monotonic(), "Enter" if argv[0] == "send-keys" else argv[0]))
+
+    pane = Pane(
+        screen(f"{FULL}-empty-box-fresh-start"),
+        {"paste": names(f"{FULL}-label-alone", f"{FULL}-label-then-short"), "Enter": names(f"{FULL}-after-turn")},
+        pid=claude_pid,
+        on_call=on_call,
+    )
+    code, _team, _ = say_dev(tmp_path, pane)
+    assert code == say.EXIT_DELIVERED
+    names_in_order = [name for _, name in calls]
+    enter = names_in_order.index("Enter")
+    assert names_in_order[enter + 1 :] == ["display-message"]  # one look after it, and it saw the box empty
+    assert calls[enter + 1][0] - calls[enter][0] >= say.ENTER_SETTLE * 0.9
 
 
 def test_an_enter_that_does_not_land_is_reported_as_typed(tmp_path: Path, claude_pid: int) -> None:
@@ -215,10 +290,12 @@ def test_the_owner_is_named_when_the_server_is_down(tmp_path: Path) -> None:
 
 def test_flush_submits_a_tall_message_say_left_and_logs_one_line(tmp_path: Path, claude_pid: int) -> None:
     team = team_at(tmp_path)
+    calls: list[tuple[float, str]] = []
     pane = Pane(
         screen("fullscreen-89x13-label-then-3lines"),
         {"Enter": names("fullscreen-89x13-after-turn")},
         pid=claude_pid,
+        on_call=lambda _n, argv: calls.append((time.monotonic(), argv[0])),
     )
     from fabrikito.base import statedir
 
@@ -231,6 +308,8 @@ def test_flush_submits_a_tall_message_say_left_and_logs_one_line(tmp_path: Path,
     assert pane.keys == ["Enter"] and pane.pastes == []
     line = only_line(team)
     assert (line.outcome, line.message) == ("FLUSHED", b"[flush]")
+    enter = [name for _, name in calls].index("send-keys")  # its first look after the Enter waits, as say's does
+    assert calls[enter + 1][0] - calls[enter][0] >= say.ENTER_SETTLE * 0.9
 
 
 def test_flush_refuses_a_box_it_did_not_leave_without_calling_it_a_draft(tmp_path: Path, claude_pid: int) -> None:

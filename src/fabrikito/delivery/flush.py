@@ -75,10 +75,10 @@ def flush_seat(ctx: say.Context, seat: Seat) -> FlushResult:
 
 
 def _flush_locked(ctx: say.Context, seat: Seat) -> FlushResult:
-    pane = say._attach(ctx, seat)
+    pane, first = say._attach(ctx, seat)
     grower = Grower(ctx.server, pane.window_id)
     try:
-        _, reading = pane.read()
+        _, reading = pane.read(first)
         if reading.busy and not pane.kind.deliver_while_busy:
             return FlushResult(msglog.Outcome.NOT_FLUSHED, _busy(pane.kind))
         if reading.state is ScreenState.READY:
@@ -116,7 +116,7 @@ def _flush_locked(ctx: say.Context, seat: Seat) -> FlushResult:
             ctx.server.send_keys(pane.pane_id, "Enter")
         except TmuxError as exc:
             return FlushResult(msglog.Outcome.NOT_FLUSHED, f"the Enter could not be sent ({exc})")
-        after = pane.wait(pane.landed, timeout=say.ENTER_TIMEOUT)
+        after = pane.after_enter()
         if not pane.landed(after):
             return FlushResult(
                 msglog.Outcome.NOT_FLUSHED,

@@ -20,7 +20,8 @@ One delivery, in order:
 5. paste the message; require the box to hold label + message (white space
    aside), label + one ``[Pasted text #N]`` placeholder, or the visible end of
    a message taller than the box;
-6. press Enter once, and require the box to be seen empty afterwards; then
+6. press Enter once, and require the box to be seen empty afterwards (the first
+   look comes 50 ms after the Enter, once the agent has sent its request); then
    remove the paste record and the seat's box-text refusal records.
 
 Any check that refuses in a window under 110 columns or 12 rows grows the
@@ -63,6 +64,10 @@ from fabrikito.team.teamfile import Seat, Team
 RENDER_TIMEOUT = 3.0
 ENTER_TIMEOUT = 6.0
 POLL = 0.01
+# After the Enter the agent builds and sends its request: a look then (a tmux call and a capture) takes CPU
+# from it and delays the request by about 20 ms on two cores (docs/benchmarks.md), so the first look after
+# the Enter waits this long; the box is rarely empty again sooner.
+ENTER_SETTLE = 0.05
 
 EXIT_DELIVERED = 0
 EXIT_LOG_FAILED = 1
@@ -111,9 +116,10 @@ class _Pane:
     trace: Callable[[str], None] = no_trace
     kind: AgentKind = CLAUDE
 
-    def read(self) -> tuple[seatpane.Look, BoxReading]:
+    def read(self, started: Pending | None = None) -> tuple[seatpane.Look, BoxReading]:
+        """One look (``started``: its tmux call, begun by :func:`_attach`) and what the screen shows."""
         try:
-            look = seatpane.look(self.server, self.pane_id)
+            look = seatpane.look(self.server, self.pane_id, started)
         except TmuxError as exc:
             raise SeatNotReady(f"tmux cannot read the screen: {exc}") from None
         if look.dead:
@@ -122,6 +128,12 @@ class _Pane:
 
     def landed(self, reading: BoxReading) -> bool:
         return landed(self.kind, reading)
+
+    def after_enter(self) -> BoxReading:
+        """The screen once the Enter landed (or the last read, past :data:`ENTER_TIMEOUT`); the first look
+        comes :data:`ENTER_SETTLE` after the Enter, when the agent has sent its request."""
+        time.sleep(ENTER_SETTLE)
+        return self.wait(self.landed, timeout=ENTER_TIMEOUT)
 
     def wait(self, good: Callable[[BoxReading], bool], timeout: float = RENDER_TIMEOUT) -> BoxReading:
         """Read until ``good`` holds or the screen stops changing past the timeout."""
@@ -182,33 +194,49 @@ def deliver(ctx: Context, seat: Seat, sender: str, text: str) -> Delivery:
         return Delivery(seat.role, Result.REFUSED, f"say was stopped by {exc}", interrupted=True)
 
 
-def _attach(ctx: Context, seat: Seat) -> _Pane:
+def _attach(ctx: Context, seat: Seat) -> tuple[_Pane, Pending]:
+    """The seat's pane, once its foreground process is an agent, and the first look at its screen: that
+    tmux call starts before the process table is read and the agent's screen rules are imported, and is
+    read by the caller's first :meth:`_Pane.read` (every check still comes before anything is typed)."""
     row = seatpane.pane_of_session(ctx.panes, seat.session)
     if row is None:
         raise SeatNotReady(f"the seat is down (no tmux session {seat.session} on {ctx.server.describe()})")
     if row.dead:
         raise SeatNotReady("the seat is down (its pane's process exited)")
-    agent = seatpane.foreground_agent(row.pane_pid)
-    if agent is None:
-        raise SeatNotReady(
-            "the pane is not running an agent in its foreground (a shell?): the text would run as a command"
-        )
-    recogniser = ctx.recogniser or recogniser_for(agent.name, agent.version, exe=agent.exe)
+    first = seatpane.start_look(ctx.server, row.pane_id)
+    try:
+        agent = seatpane.foreground_agent(row.pane_pid)
+        if agent is None:
+            raise SeatNotReady(
+                "the pane is not running an agent in its foreground (a shell?): the text would run as a command"
+            )
+        recogniser = ctx.recogniser or recogniser_for(agent.name, agent.version, exe=agent.exe)
+    except BaseException:
+        _reap(first)
+        raise
     ctx.trace(
         f"{seat.role}: pane {row.pane_id}, {agent.name} {agent.version or '(version unknown)'} pid {agent.pid}, "
         f"recognised as {recogniser.agent} {recogniser.version}"
     )
-    return _Pane(ctx.server, row.pane_id, row.window_id, recogniser, ctx.trace, kind_of(agent.name))
+    return _Pane(ctx.server, row.pane_id, row.window_id, recogniser, ctx.trace, kind_of(agent.name)), first
+
+
+def _reap(started: Pending) -> None:
+    """Wait for a tmux call whose answer is no longer wanted (no process is left behind)."""
+    try:
+        started.result()
+    except TmuxError:
+        pass
 
 
 def _deliver_locked(ctx: Context, seat: Seat, sender: str, text: str) -> Delivery:
-    pane = _attach(ctx, seat)
+    pane, first = _attach(ctx, seat)
     grower = Grower(ctx.server, pane.window_id, ctx.trace)
     label = label_for(sender)
     typed = False
     try:
         with signals_raise():
-            reading = _checked(pane, grower, _ready_verdict, wait_for=None)
+            reading = _checked(pane, grower, _ready_verdict, wait_for=None, first=first)
             if reading.busy and not pane.kind.deliver_while_busy:
                 raise SeatNotReady(busy_refusal(pane.kind))
             if reading.state is ScreenState.BOX_TEXT and not ctx.note_box_text:
@@ -261,7 +289,7 @@ def _deliver_locked(ctx: Context, seat: Seat, sender: str, text: str) -> Deliver
                 ctx.server.send_keys(pane.pane_id, "Enter")
             except TmuxError as exc:
                 raise LeftInBox(f"the Enter could not be sent ({exc})") from None
-            after = pane.wait(pane.landed, timeout=ENTER_TIMEOUT)
+            after = pane.after_enter()
             ctx.trace(f"{seat.role}: after the Enter the screen is {after.state.value}")
             if not pane.landed(after):
                 raise LeftInBox(
@@ -333,13 +361,15 @@ def _checked(
     *,
     wait_for: Callable[[BoxReading], bool] | None,
     typed: bool = False,
+    first: Pending | None = None,
 ) -> BoxReading:
-    """Run one check; in a small window, grow once and check again there.
+    """Run one check (its first look: ``first``, when started already); in a small window, grow once and
+    check again there.
 
     Returns the reading when the check passes, or (before anything is typed)
     a reading whose state says why not; raises when text is in the box.
     """
-    look, reading = pane.read()
+    look, reading = pane.read(first)
     if wait_for is not None and not wait_for(reading):
         look, reading = pane.look_until(wait_for, first=(look, reading))  # the check runs on the read that ended it
     verdict = check(reading)

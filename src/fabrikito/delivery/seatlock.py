@@ -78,6 +78,9 @@ def write_paste_record(team: Team, role: str, sender: str, label: str, text: str
     private = SEC in (sender, role)
     record = {"sender": sender, "label": label, "body": None if private else text, "time": time.time()}
     try:
-        statedir.write_atomic(paste_record_path(team, role), json.dumps(record, ensure_ascii=False).encode())
+        # Not synced: it describes a box of a running agent, which a reboot (all a sync guards against) ends
+        # too; a say killed by a signal still leaves it whole (docs/decisions.md).
+        data = json.dumps(record, ensure_ascii=False).encode()
+        statedir.write_atomic(paste_record_path(team, role), data, sync=False)
     except (OSError, StateFileError) as exc:
         raise SeatRefusal(f"the paste record could not be written ({exc}), so nothing was typed") from None

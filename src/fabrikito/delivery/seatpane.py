@@ -105,10 +105,10 @@ def pane_of_session(rows: list[PaneRow], session: str) -> PaneRow | None:
     return None
 
 
-def look(server: Server, pane_id: str) -> Look:
-    """The pane's state and its screen (with escapes), read in one tmux invocation."""
-    fmt = SEP.join("#{" + f + "}" for f in SNAP_FIELDS)
-    out = server.run("display-message", "-p", "-t", pane_id, fmt, ";", "capture-pane", "-p", "-e", "-t", pane_id)
+def look(server: Server, pane_id: str, started: Pending | None = None) -> Look:
+    """The pane's state and its screen (with escapes), read in one tmux invocation
+    (``started``: that invocation, begun earlier by :func:`start_look`)."""
+    out = server.run(*_look_args(pane_id)) if started is None else started.result()
     head, _, screen = out.partition("\n")
     values = head.split(SEP)
     if len(values) != len(SNAP_FIELDS):
@@ -117,6 +117,16 @@ def look(server: Server, pane_id: str) -> Look:
     if found is None:
         raise TmuxError(["display-message", "-t", pane_id], returncode=0, stderr=head, reason="unexpected answer")
     return found
+
+
+def start_look(server: Server, pane_id: str) -> Pending:
+    """:func:`look`'s tmux call, started now and read later (``say`` reads ``/proc`` meanwhile)."""
+    return server.start(*_look_args(pane_id))
+
+
+def _look_args(pane_id: str) -> list[str]:
+    fmt = SEP.join("#{" + f + "}" for f in SNAP_FIELDS)
+    return ["display-message", "-p", "-t", pane_id, fmt, ";", "capture-pane", "-p", "-e", "-t", pane_id]
 
 
 def look_from(meta: Mapping[str, str], screen: str) -> Look | None:
