@@ -11,7 +11,9 @@ the message causes (the seat's turn starting is what delivery is for):
 * ``deliver``: ``say``'s engine in-process (lock, pane checks, two pastes,
   the box checks, Enter);
 * ``say`` CLI: the installed ``fabrikito say`` end to end, as a script runs
-  it (interpreter start, the team file, who is speaking, the log line).
+  it (interpreter start, the team file, who is speaking, the log line): once
+  ``up`` has started the team's command server (it runs the command), and in
+  its own process (``FABRIKITO_SERVER=0``).
 
 Then 8 senders at once, each sending several messages: messages per second,
 and whether every message arrived once, intact.  Writes the "say" section of
@@ -39,6 +41,7 @@ from bench.report import fabrikito_cli, write_section  # noqa: E402
 from fabrikito.base.errors import TmuxError  # noqa: E402
 from fabrikito.base.tmux import Server  # noqa: E402
 from fabrikito.delivery import say, seatpane  # noqa: E402
+from fabrikito.launch import commandserver  # noqa: E402
 from fabrikito.offline import claude_setup, seatkit  # noqa: E402
 from fabrikito.offline.standin import StandIn  # noqa: E402
 from fabrikito.team import teamfile  # noqa: E402
@@ -50,7 +53,8 @@ EACH = int(os.environ.get("BENCH_EACH", "3"))
 
 FLOOR = "floor: bare paste + Enter"
 ENGINE = "deliver (in-process)"
-CLI = "fabrikito say (CLI)"
+CLI = "fabrikito say (CLI, run by the command server)"
+OWN = "fabrikito say (CLI, in its own process)"
 # BENCH_BEFORE=DIR: also time the CLI from another copy of the package (DIR/src), in the same rounds.
 BEFORE = os.environ.get("BENCH_BEFORE")
 CLI_BEFORE = "fabrikito say (CLI), the code before"
@@ -87,9 +91,16 @@ def main() -> None:
         team = teamfile.load(team_path)
         env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "TEAM_ROLE": "live-test"}
         cli = fabrikito_cli()
-        times: dict[str, list[float]] = {FLOOR: [], ENGINE: [], CLI: [], **({CLI_BEFORE: []} if BEFORE else {})}
-        wall: dict[str, list[float]] = {ENGINE: [], CLI: [], **({CLI_BEFORE: []} if BEFORE else {})}
-        variants = {CLI: (env, "cli")}
+        assert commandserver.ensure_running(team, env=env), "a command server runs for the bench's team already"
+        times: dict[str, list[float]] = {
+            FLOOR: [],
+            ENGINE: [],
+            CLI: [],
+            OWN: [],
+            **({CLI_BEFORE: []} if BEFORE else {}),
+        }
+        wall: dict[str, list[float]] = {ENGINE: [], CLI: [], OWN: [], **({CLI_BEFORE: []} if BEFORE else {})}
+        variants = {CLI: (env, "cli"), OWN: ({**env, "FABRIKITO_SERVER": "0"}, "own")}
         if BEFORE:
             compileall.compile_dir(str(Path(BEFORE) / "src"), quiet=1)
             variants[CLI_BEFORE] = ({**env, "PYTHONPATH": str(Path(BEFORE) / "src")}, "before")
@@ -148,6 +159,7 @@ def main() -> None:
                     break
                 time.sleep(0.5)
         finally:
+            commandserver.stop(team)
             with contextlib.suppress(TmuxError):
                 server.kill_server()
             seatkit.stop_pids(seatkit.home_pids(home))
@@ -161,6 +173,7 @@ def main() -> None:
         for name, v in times.items()
     ]
     ratio = median[CLI] / floor
+    own_ratio = median[OWN] / floor
     fastest = min(times[CLI]) / min(times[FLOOR])
     body = "\n".join(
         [
@@ -174,16 +187,20 @@ def main() -> None:
             *rows,
             "",
             f"`say` CLI / floor: **{ratio:.2f}x** (goal: 2x; {'met' if ratio <= 2 else 'not met'}; fastest run "
-            f"against fastest run: {fastest:.2f}x). "
+            f"against fastest run: {fastest:.2f}x), run by the team's command server as after `up` "
+            "(src/fabrikito/launch/commandserver.py: the command hands itself to a process that has everything "
+            "imported, which forks a child to run it with the command's own input, output, arguments and "
+            f"environment); in its own process (`FABRIKITO_SERVER=0`) {own_ratio:.2f}x. "
             "The floor is one bare paste of the labelled message and an Enter, no checks. `say` adds "
-            "an interpreter start with its imports, the team file, the lock, a look at the pane and its foreground "
+            "the team file, who is speaking, the lock, a look at the pane and its foreground "
             "process, a screen read before typing, the label pasted on its own and read back, the message pasted and "
             "read back, then the Enter; each screen read is one tmux call and waits for Claude Code to draw the "
             "paste. After the Enter `say` reads until the box is seen empty (its wall time above); its first look "
             "comes 50 ms after the Enter (`ENTER_SETTLE`), since looks taken while Claude Code builds its request "
             "(a tmux client and a capture each, on two shared cores) delayed the request by 10-20 ms.",
             "",
-            f"Concurrent: {SENDERS} senders x {EACH} messages = {SENDERS * EACH} in {elapsed:.1f} s "
+            f"Concurrent, through the command server: {SENDERS} senders x {EACH} messages = {SENDERS * EACH} in "
+            f"{elapsed:.1f} s "
             f"({SENDERS * EACH / elapsed:.2f} messages/s); delivered {delivered}, refused (exit 3) {refused}, "
             f"typed but not submitted (exit 4) {typed}, other {len(codes) - delivered - refused - typed}; "
             f"arrived at the model intact: {len(arrived)} of {delivered} delivered.",

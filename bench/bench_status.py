@@ -6,9 +6,9 @@ timed), then:
 * counts the tmux processes one ``fabrikito status`` starts, through a
   ``tmux`` shim first on ``PATH`` that logs each call and execs the real one;
 * times the installed ``fabrikito status`` against ``python -c pass``,
-  interleaved: as people run it once ``up`` has started the team's status
-  server (it answers), and run in its own process
-  (``FABRIKITO_STATUS_SERVER=0``), and ``status.collect`` in-process;
+  interleaved: as people run it once ``up`` has started the team's command
+  server (it runs it), and run in its own process
+  (``FABRIKITO_SERVER=0``), and ``status.collect`` in-process;
 * times, in the same rounds, the floor of any ``status`` that reads the
   screens: a bare interpreter that makes the same two tmux calls (the pane
   list, then every screen in one chained call) and nothing else (no
@@ -36,9 +36,8 @@ sys.path[:0] = [str(ROOT), str(ROOT / "src")]
 from bench.bench_up import offline_team, stop  # noqa: E402 -- after the path is set
 from bench.report import fabrikito_cli, write_section  # noqa: E402
 
-from fabrikito.base import statuswire  # noqa: E402
 from fabrikito.delivery import seatpane  # noqa: E402
-from fabrikito.launch import lifecycle, status  # noqa: E402
+from fabrikito.launch import commandserver, lifecycle, status  # noqa: E402
 from fabrikito.offline import claude_setup  # noqa: E402
 from fabrikito.offline.standin import StandIn  # noqa: E402
 from fabrikito.team import teamfile  # noqa: E402
@@ -122,11 +121,11 @@ def main() -> None:
                 (shim / "tmux").chmod(0o755)
                 env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "PATH": f"{shim}:{os.environ['PATH']}"}
                 cli = [*fabrikito_cli(), "status", "--team", str(team.path)]
-                assert statuswire.ask(str(team.path), "") is not None, "the status server does not answer"
+                assert commandserver.running_pid(team.path) is not None, "up started no command server"
                 out = subprocess.run(cli, env=env, check=True, capture_output=True, text=True).stdout
-                tmux_calls = len(calls.read_text().splitlines())  # the server's: it runs with the asker's PATH
+                tmux_calls = len(calls.read_text().splitlines())  # the server's child runs with the asker's PATH
                 calls.unlink()
-                own = {**env, "FABRIKITO_STATUS_SERVER": "0"}
+                own = {**env, "FABRIKITO_SERVER": "0"}
                 subprocess.run(cli, env=own, check=True, capture_output=True, text=True)
                 own_calls = len(calls.read_text().splitlines())
                 states = [line.split()[3] for line in out.splitlines()[2 : 2 + SEATS]]
@@ -143,7 +142,7 @@ def main() -> None:
                         times[BEFORE_NAME].append(timed(cli, before_env))
                     times["python -c pass"].append(timed(bare, plain))
                     times["fabrikito status"].append(timed(cli, plain))
-                    times[OWN].append(timed(cli, {**plain, "FABRIKITO_STATUS_SERVER": "0"}))
+                    times[OWN].append(timed(cli, {**plain, "FABRIKITO_SERVER": "0"}))
                     times[FLOOR_NAME].append(timed(floor, plain))
                     times[IMPORT_RE].append(timed([sys.executable, "-c", "import re"], plain))
                 inproc = []
@@ -178,13 +177,13 @@ def main() -> None:
             "",
             "| measure | value |",
             "|---|---|",
-            f"| tmux calls by one `fabrikito status` | **{tmux_calls}**, made by the status server "
+            f"| tmux calls by one `fabrikito status` | **{tmux_calls}**, made by the command server's child "
             f"({own_calls} when it runs in its own process; goal: at most 2) |",
             f"| `python -c pass`, median (fastest) | {median['python -c pass']:.1f} ms "
             f"({min(times['python -c pass']) * 1000:.1f} ms) |",
-            f"| `fabrikito status`, answered by the status server, median (fastest) | "
+            f"| `fabrikito status`, run by the command server, median (fastest) | "
             f"{median['fabrikito status']:.1f} ms ({min(times['fabrikito status']) * 1000:.1f} ms) |",
-            f"| `fabrikito status` in its own process (`FABRIKITO_STATUS_SERVER=0`), median | {median[OWN]:.1f} ms "
+            f"| `fabrikito status` in its own process (`FABRIKITO_SERVER=0`), median | {median[OWN]:.1f} ms "
             f"(**{own_ratio:.2f}x**) |",
             f"| `status.collect` in-process, median | {collect_ms:.1f} ms |",
             f"| {FLOOR_NAME} (a bare interpreter, `os` only), median | {median[FLOOR_NAME]:.1f} ms "
@@ -203,14 +202,14 @@ def main() -> None:
             "",
             f"`status` costs **{ratio:.2f}x** a bare interpreter start ({RUNS} interleaved runs each; goal: 3x, "
             f"{'met' if ratio <= 3 else 'not met'}; fastest run against fastest run: {fastest:.2f}x). "
-            "`up` starts the team's status server (src/fabrikito/launch/statusserver.py): `fabrikito status` "
-            "imports its own error module and the wire module only (no `re`, `enum`, `pathlib` or `json`), asks "
-            "the server over a unix socket, and prints what it answers. For each question the server runs "
-            "status's own code on the asker's team file, options and environment: one call lists every pane "
-            "(`list-panes -a`), one more reads every seat's screen (`display-message` and `capture-pane` chained "
-            "in one tmux invocation, read-only), then `/proc`, the registry files and the tail of the log are "
-            "read; only a screen it has recognised before is not recognised again. Without a server (a team "
-            f"not brought up by `up`, `FABRIKITO_STATUS_SERVER=0`) status runs in its own process: {own_ratio:.2f}x, "
+            "`up` starts the team's command server (src/fabrikito/launch/commandserver.py): `fabrikito status` "
+            "imports its own error module and the wire module only (no `re`, `enum`, `pathlib` or `json`) and "
+            "hands itself to the server, which forks; the child, with everything imported, takes the asker's "
+            "output, arguments, environment and folder and runs status as the asker would have: one call lists "
+            "every pane (`list-panes -a`), one more reads every seat's screen (`display-message` and "
+            "`capture-pane` chained in one tmux invocation, read-only), then `/proc`, the registry files and the "
+            "tail of the log are read and the 12 screens recognised. Without a server (a team not brought up by "
+            f"`up`, `FABRIKITO_SERVER=0`) status runs in its own process: {own_ratio:.2f}x, "
             "its imports (`re` and `enum`, `pathlib`, `json`, the recognisers) and the same work. "
             f"The two tmux calls alone, from a bare interpreter, cost {floor_ratio:.2f}x.",
             f"Load average at the end of the run: {os.getloadavg()[0]:.1f}.",

@@ -31,6 +31,12 @@ if TYPE_CHECKING:
     Builder = Callable[[argparse.ArgumentParser], None]
 
 
+# The commands run on every message, which the team's command server runs when it can
+# (launch/commandserver.py); ``served`` is true in a command it runs, which asks no server.
+SERVED = ("say", "flush", "status")
+served = False
+
+
 class Command:
     """One subcommand.  ``build`` is a function or ``"module:function"``, ``handler`` is
     ``"module:function"``; a named one is imported only when its command runs."""
@@ -311,8 +317,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         except FabrikitoError as exc:
             print_error(f"fabrikito _host: {exc.message}")
             return exc.exit_code
-    if argv[:1] == ["status"] and os.environ.get("FABRIKITO_STATUS_SERVER") != "0" and not _debug():
-        code = _served_status(argv[1:])
+    if argv[:1] and argv[0] in SERVED and not served and os.environ.get("FABRIKITO_SERVER") != "0":
+        from fabrikito.base import commandwire  # the team's command server runs it, when there is one
+
+        code = commandwire.run(list(argv))
         if code is not None:
             return code
     args, parser = parse(argv)
@@ -341,38 +349,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _debug() -> bool:
     return os.environ.get("FABRIKITO_DEBUG") == "1"
-
-
-def _served_status(options: Sequence[str]) -> int | None:
-    """``status`` as the team's status server answers it (launch/statusserver.py), its output
-    printed here; ``None`` when there is none to ask or the line is not plain: it then runs here."""
-    team: str | None = None
-    flags = set()
-    rest = list(options)
-    while rest:
-        option = rest.pop(0)
-        if option in ("--json", "--no-screens"):
-            flags.add(option[2])
-        elif option == "--team" and rest and not rest[0].startswith("-"):
-            team = rest.pop(0)
-        else:
-            return None  # --help, an error, an abbreviation: argparse reads it
-    from fabrikito.base import statuswire
-
-    if team is None:
-        team = os.environ.get("FABRIKITO_TEAM") or "team.toml"  # as teamfile.resolve_team_path
-    answer = statuswire.ask(statuswire.absolute(team), "".join(sorted(flags)))
-    if answer is None:
-        return None
-    code, out, err = answer
-    for fd, text in ((1, out), (2, err)):
-        data = text
-        try:
-            while data:
-                data = data[os.write(fd, data) :]
-        except OSError:  # a closed stdout (| head) ends the output quietly, as a printed status does
-            pass
-    return code
 
 
 def run() -> None:

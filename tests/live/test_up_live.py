@@ -18,10 +18,9 @@ from typing import Any
 
 import pytest
 
-from fabrikito.base import statuswire
 from fabrikito.base.errors import TmuxError
 from fabrikito.base.tmux import Server
-from fabrikito.launch import seatfiles, status, statusserver
+from fabrikito.launch import commandserver, seatfiles, status
 from fabrikito.offline import claude_setup
 from fabrikito.offline.replies import Reply
 from fabrikito.offline.standin import StandIn
@@ -134,9 +133,9 @@ def test_up_five_seats_then_status_then_down(
         assert f"You are `{role}`; your session name is `live-{role}`." in system  # the roster was appended
         assert "Messages from the launcher" in system  # and the shared prompt
     assert "ROLE" in done.stdout.split("\n\n")[-1]  # ends with the status table
-    assert "status server: started" in done.stdout
-    status_server = statusserver.running_pid(team_path)
-    assert status_server is not None
+    assert "command server: started" in done.stdout
+    command_server = commandserver.running_pid(team_path)
+    assert command_server is not None
     logged = [line[1:] for line in log_lines(team_path)]
     for role in roles:
         kickoff = EM_KICKOFF if role == "em" else KICKOFF
@@ -199,20 +198,24 @@ def test_up_five_seats_then_status_then_down(
     data = status_json(team_path)
     api = next(s for s in data["seats"] if s["role"] == "api")
     assert api["last_from"] is not None and api["last_to"] is not None
-    # the status server answered those, as status run here answers: the real seats, read now
-    assert statuswire.ask(str(team_path), "j") is not None
+    # the command server ran those, as status run here runs: the real seats, read now
     for argv in (["--json"], []):
         served = fabrikito("status", *argv, team=team_path, role=None)
-        here = fabrikito("status", *argv, team=team_path, role=None, env={"FABRIKITO_STATUS_SERVER": "0"})
+        here = fabrikito("status", *argv, team=team_path, role=None, env={"FABRIKITO_SERVER": "0"})
         assert (served.returncode, served.stdout, served.stderr) == (here.returncode, here.stdout, here.stderr)
+    said = fabrikito("say", "api", "typed by the command server", team=team_path, role=None)
+    assert said.returncode == 0, said.stdout + said.stderr
+    standin.wait_for_request("api", "[from owner] typed by the command server", 30)
+    refused = fabrikito("say", "web", "not into a draft", team=team_path, role=None)
+    assert refused.returncode == 3 and "holds text" in refused.stderr + refused.stdout, refused
 
     # -- down stops the seats, keeps the state and the log ---------------------------------------
     lines_before = log_lines(team_path)
     down = fabrikito("down", team=team_path, role=None, timeout=60)
     assert down.returncode == 0, down.stdout + down.stderr
     assert down.stdout.count(": stopped (session live-") == 5
-    assert f"stopped the status server (pid {status_server})" in down.stdout
-    assert statusserver.running_pid(team_path) is None and not statusserver.socket_path(team_path).exists()
+    assert f"stopped the command server (pid {command_server})" in down.stdout
+    assert commandserver.running_pid(team_path) is None and not commandserver.socket_path(team_path).exists()
     assert not [r for r in bench_panes(tmux_server) if r.session.startswith("live-")]
     assert log_lines(team_path) == lines_before and lines_before
     assert (seats_dir / "api.settings.json").exists()

@@ -39,6 +39,10 @@ if TYPE_CHECKING:
 # The pane list, the screen and the team file's module are imported only on the way that needs them:
 # ``send`` outside a team, with or without TEAM_ROLE, needs none of them (docs/benchmarks.md).
 
+# The process a command speaks for: this one, or, in a command the team's command server runs
+# (launch/commandserver.py), the process that asked the server for it.
+caller_pid: int | None = None
+
 OWNER = "owner"
 LAUNCHER = "launcher"
 LIVE_TEST = "live-test"
@@ -102,7 +106,7 @@ def sender_from_ancestry(
         )
     by_pid: Mapping[int, PaneRow] = {p.pane_pid: p for p in panes}
     server_pids = {p.server_pid for p in panes}
-    pid = os.getpid() if start_pid is None else start_pid
+    pid = start_pid if start_pid is not None else caller_pid or os.getpid()
     for _ in range(max_walk):
         if pid <= 1:
             return OWNER

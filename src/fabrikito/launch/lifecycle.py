@@ -486,13 +486,13 @@ def _log(team: Team, sender: str, role: str, outcome: msglog.Outcome, text: str)
 
 
 def _start_helpers(team: Team, out: Callable[[str], None]) -> None:
-    """The team's delivery worker (``say --queue``) and status server, after the kickoffs so they go first."""
+    """The team's delivery worker (``say --queue``) and command server, after the kickoffs so they go first."""
     from fabrikito.delivery import worker
-    from fabrikito.launch import statusserver
+    from fabrikito.launch import commandserver
 
     helpers = [("delivery worker", worker.ensure_running, "queued messages wait until it runs")]
-    if statusserver.served(team):
-        helpers.append(("status server", statusserver.ensure_running, "status works without it, only slower"))
+    if commandserver.served(team):
+        helpers.append(("command server", commandserver.ensure_running, "commands run without it, only slower"))
     for name, start, meanwhile in helpers:
         try:
             started = start(team)
@@ -550,9 +550,9 @@ def down(
 
         if workerstate.read_info(team).running:
             out(worker.stop(team))
-        from fabrikito.launch import statusserver
+        from fabrikito.launch import commandserver
 
-        stopped_server = statusserver.stop(team)
+        stopped_server = commandserver.stop(team)
         if stopped_server is not None:
             out(stopped_server)
     seatinboxes.stop(team, seats, out)

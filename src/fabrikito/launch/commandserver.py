@@ -1,0 +1,82 @@
+"""The team's command server, from outside: where it listens, whether it runs, starting and ending it.
+
+The server itself is :mod:`fabrikito.forkserver` (it runs ``fabrikito.cli``, so
+it sits above every concept folder): ``say``, ``flush`` and ``status`` hand
+themselves to it (:mod:`fabrikito.base.commandwire`), and for each it forks a
+child that runs the command as the asking process would have, with its
+descriptors, arguments, environment and folder (docs/decisions.md).  ``up``
+starts one for a team whose seats are all on this machine, ``down`` ends it.
+
+It holds ``.state/.fabrikito.<file name>.lock`` while it runs (that file names
+its pid and start time once it listens) and listens on
+``.state/.fabrikito.<file name>.sock`` (0600, in the 0700 ``.state/``).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from fabrikito.base import commandwire, daemons, procs, statedir
+from fabrikito.base.errors import FabrikitoError
+from fabrikito.team.teamfile import Team
+
+MODULE = "fabrikito.forkserver"
+START_WAIT = 5.0
+STOP_WAIT = 5.0
+ERR_NAME = "command-server.err"
+
+
+def lock_path(team_path: Path) -> Path:
+    return team_path.parent / statedir.STATE_ROOT / f".fabrikito.{team_path.name}.lock"
+
+
+def socket_path(team_path: Path) -> Path:
+    return team_path.parent / statedir.STATE_ROOT / commandwire.socket_name(str(team_path))
+
+
+def served(team: Team) -> bool:
+    """Whether ``up`` starts a server for the team (all its seats on this machine)."""
+    return all(seat.host is None for seat in team.seats)
+
+
+def running_pid(team_path: Path) -> int | None:
+    """The pid of the server holding the team file's lock, when one does and it is that server."""
+    lock = lock_path(team_path)
+    if not daemons.lock_held(lock):
+        return None
+    try:
+        fields = (statedir.read_plain(lock) or b"").split()
+        pid, ticks = int(fields[0]), int(fields[1])
+        if MODULE in procs.cmdline(pid) and procs.info(pid).start_ticks == ticks:
+            return pid
+    except (OSError, FabrikitoError, ValueError, IndexError, procs.ProcessGone, procs.ProcessUnreadable):
+        pass
+    return None
+
+
+def ensure_running(team: Team, *, env: dict[str, str] | None = None) -> bool:
+    """Start the team's command server unless one runs or the team is not served; ``True`` when
+    one was started.  Returns once it listens, so a ``down`` right after it stops it."""
+    if not served(team) or daemons.lock_held(lock_path(team.path)):
+        return False
+    statedir.ensure_state_dir(team.base_dir, team.name)
+    child = daemons.start_detached(
+        [sys.executable, "-m", MODULE, str(team.path)],
+        cwd=team.base_dir,
+        err_path=team.state_dir / ERR_NAME,
+        env=env,
+    )
+    if not daemons.wait_started(child, lambda: running_pid(team.path) == child.pid, START_WAIT):
+        raise FabrikitoError(f"it did not start: see {team.state_dir / ERR_NAME}")
+    return True
+
+
+def stop(team: Team) -> str | None:
+    """End the team's command server; what happened, for people (``None``: none was running)."""
+    pid = running_pid(team.path)
+    if pid is None:
+        return None
+    if daemons.end(pid, lambda: daemons.lock_held(lock_path(team.path)), STOP_WAIT):
+        return f"stopped the command server (pid {pid})"
+    return f"killed the command server (pid {pid}): it did not stop within {STOP_WAIT:g} s"

@@ -1,0 +1,463 @@
+"""The team's command server (launch/commandserver.py) and the asking side (base/commandwire.py).
+
+A real private tmux server holds two of the team's three sessions (``sleep``
+in each: both seats show as "not an agent", the third as down, and a ``say``
+to one is refused before anything is typed); the server and ``fabrikito`` run
+as real processes.  A ``tmux`` shim first on ``PATH`` logs the parent of the
+process that ran each tmux call, which tells whether the server's child made it.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from fabrikito import forkserver
+from fabrikito.base import commandwire, daemons
+from fabrikito.base.errors import FabrikitoError
+from fabrikito.base.tmux import Server
+from fabrikito.launch import commandserver
+from fabrikito.team import teamfile
+
+SRC = Path(__file__).resolve().parents[2] / "src"
+STATUS = [["status"], ["status", "--json"], ["status", "--no-screens"], ["status", "--nope"], ["status", "--help"]]
+SAY = [["say", "em", "hello"], ["say", "nobody", "hello"], ["say", "em", ""], ["flush", "em"], ["say", "--bad"]]
+
+
+def write_team(folder: Path, socket_name: str) -> Path:
+    path = folder / "team.toml"
+    seats = "".join(f'\n[[seat]]\nrole = "{r}"\nsession = "acme-{r}"\n' for r in ("em", "sec", "qa"))
+    path.write_text(f'name = "acme"\ntmux_socket = "{socket_name}"\n{seats}', encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def team(tmp_path: Path) -> Iterator[teamfile.Team]:
+    folder = tmp_path / "team"
+    folder.mkdir()
+    loaded = teamfile.load(write_team(folder, f"fab-cs-{secrets.token_hex(4)}"))
+    server = loaded.server()
+    server.new_session("acme-em", ["sleep", "300"], cwd="/")
+    server.new_session("acme-sec", ["sleep", "300"], cwd="/")
+    try:
+        yield loaded
+    finally:
+        commandserver.stop(loaded)
+        if server.alive():
+            server.kill_server()
+
+
+@pytest.fixture
+def shim(tmp_path: Path) -> tuple[Path, Path]:
+    """A ``tmux`` first on PATH that logs the pid of its caller's parent, then runs the real one."""
+    folder, log = tmp_path / "bin", tmp_path / "tmux-calls"
+    folder.mkdir()
+    real = subprocess.run(["sh", "-c", "command -v tmux"], capture_output=True, text=True, check=True).stdout.strip()
+    grandparent = "$(cut -d' ' -f4 /proc/$PPID/stat)"
+    (folder / "tmux").write_text(
+        f'#!/bin/sh\necho "$PPID {grandparent}" >> "${{TMUX_CALLS:-{log}}}"\nexec {real} "$@"\n', encoding="utf-8"
+    )
+    (folder / "tmux").chmod(0o755)
+    return folder, log
+
+
+def environ(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TMUX", "TEAM_ROLE", "FABRIKITO"))}
+    return {**env, "PYTHONPATH": str(SRC), **extra}
+
+
+def fabrikito(argv: list[str], cwd: Path, stdin: str | None = None, **extra: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "fabrikito", *argv],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=environ(**extra),
+        input=stdin,
+        stdin=None if stdin is not None else subprocess.DEVNULL,
+        timeout=60,
+        check=False,
+    )
+
+
+def here(argv: list[str], cwd: Path, stdin: str | None = None, **extra: str) -> subprocess.CompletedProcess[str]:
+    """The command run in its own process, the server not asked."""
+    return fabrikito(argv, cwd, stdin, FABRIKITO_SERVER="0", **extra)
+
+
+def callers(log: Path) -> list[tuple[int, int]]:
+    """``(parent, grandparent)`` of each tmux call logged since the last look."""
+    lines = log.read_text(encoding="utf-8").splitlines() if log.exists() else []
+    log.unlink(missing_ok=True)
+    return [(int(a), int(b)) for a, b in (line.split() for line in lines)]
+
+
+def same(a: subprocess.CompletedProcess[str], b: subprocess.CompletedProcess[str]) -> bool:
+    return (a.returncode, a.stdout, a.stderr) == (b.returncode, b.stdout, b.stderr)
+
+
+def test_commands_run_by_the_server_do_what_they_do_here(team: teamfile.Team, shim: tuple[Path, Path]) -> None:
+    folder, log = shim
+    assert commandserver.ensure_running(team)
+    pid = commandserver.running_pid(team.path)
+    assert pid is not None
+    assert not commandserver.ensure_running(team)  # one per team file
+    path = f"{folder}:{os.environ['PATH']}"
+    cold_log = log.with_name("cold-calls")  # a call a refused command left running may log late
+    for argv in [*STATUS, *SAY]:
+        served = fabrikito(argv, team.base_dir, PATH=path)
+        cold = here(argv, team.base_dir, PATH=path, TMUX_CALLS=str(cold_log))
+        assert same(served, cold), (argv, served, cold)
+    assert all(pid in pair for pair in callers(log))  # every tmux call by the server or its child
+    assert not any(pid in pair for pair in callers(cold_log))
+    answered = fabrikito(["status"], team.base_dir, PATH=path)  # a plain status: the server itself
+    assert answered.returncode == 0 and [parent for parent, _ in callers(log)] == [pid, pid]
+    forked = fabrikito(["status", "--team=team.toml"], team.base_dir, PATH=path)  # not plain: a child
+    assert forked.returncode == 0 and [grand for _, grand in callers(log)] == [pid, pid]
+    refused = fabrikito(["say", "em", "hello"], team.base_dir)
+    assert refused.returncode == 3 and "not running an agent" in refused.stderr
+    assert same(refused, here(["say", "em", "hello"], team.base_dir))
+    from_stdin = fabrikito(["say", "em"], team.base_dir, stdin="a message on stdin\n")
+    assert same(from_stdin, here(["say", "em"], team.base_dir, stdin="a message on stdin\n"))
+    by_path = fabrikito(["status", "--team", str(team.path), "--json"], Path("/"))
+    assert same(by_path, here(["status", "--json"], team.base_dir)) and '"acme"' in by_path.stdout
+    logged = [line.split("\t", 1)[1] for line in (team.state_dir / "messages.log").read_text().splitlines()]
+    assert "owner\tem\tNOT-DELIVERED\thello" in logged
+    assert all(logged.count(line) % 2 == 0 for line in logged), logged  # each served line, once more here
+
+
+def test_the_sender_is_found_from_the_asking_process(team: teamfile.Team, tmp_path: Path) -> None:
+    """Run from a pane of another tmux server, say refuses: the walk up starts at the asker, not
+    at the server's child (whose ancestors are the server's, outside any tmux)."""
+    assert commandserver.ensure_running(team)
+    other = Server(socket_name=f"fab-cs-other-{secrets.token_hex(4)}")
+    out = tmp_path / "out"
+    line = f"cd {team.base_dir} && {sys.executable} -m fabrikito say em hello > {out} 2>&1; echo $? >> {out}; sleep 60"
+    env = environ()
+    try:
+        other.new_session("elsewhere", ["env", *(f"{k}={v}" for k, v in env.items()), "sh", "-c", line], cwd="/")
+        deadline = time.monotonic() + 30
+        while not (out.exists() and out.read_text().strip().splitlines()[-1:] == ["3"]):
+            assert time.monotonic() < deadline, out.read_text() if out.exists() else "no output"
+            time.sleep(0.05)
+    finally:
+        if other.alive():
+            other.kill_server()
+    assert "this runs inside a pane of another tmux server" in out.read_text()
+
+
+@pytest.mark.parametrize("argv", [["status"], ["status", "--team=team.toml"]], ids=["answered", "forked"])
+def test_a_signal_reaches_the_command_and_the_asker_ends_as_it_does(
+    team: teamfile.Team, tmp_path: Path, argv: list[str]
+) -> None:
+    """status stuck in a tmux call that does not answer, run by the server itself (a plain line) or
+    by its child: Ctrl-C and SIGTERM end it as they end it when it runs by itself."""
+    slow = tmp_path / "slow"
+    slow.mkdir()
+    (slow / "tmux").write_text("#!/bin/sh\nexec sleep 5\n", encoding="utf-8")
+    (slow / "tmux").chmod(0o755)
+    assert commandserver.ensure_running(team)
+    for signo, code in ((signal.SIGINT, 130), (signal.SIGTERM, -signal.SIGTERM)):
+        results = []
+        for extra in ({}, {"FABRIKITO_SERVER": "0"}):
+            asker = subprocess.Popen(
+                [sys.executable, "-m", "fabrikito", *argv],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                cwd=team.base_dir,
+                env=environ(PATH=f"{slow}:{os.environ['PATH']}", **extra),
+            )
+            time.sleep(1.5)  # waiting for tmux
+            asker.send_signal(signo)
+            out, err = asker.communicate(timeout=30)
+            results.append((asker.returncode, out, err))
+        assert results[0] == results[1], results
+        assert results[0][0] == code
+
+
+def test_a_dead_server_leaves_the_command_to_run_here(team: teamfile.Team) -> None:
+    assert commandserver.ensure_running(team)
+    pid = commandserver.running_pid(team.path)
+    assert pid is not None
+    os.kill(pid, signal.SIGKILL)
+    wait_until(lambda: not daemons.lock_held(commandserver.lock_path(team.path)))
+    assert commandserver.socket_path(team.path).exists()  # its socket is left, nobody listens
+    served = fabrikito(["status"], team.base_dir)
+    assert same(served, here(["status"], team.base_dir)) and served.returncode == 0
+    assert commandserver.ensure_running(team)  # a new one takes the stale socket's place
+    assert commandserver.running_pid(team.path) not in (None, pid)
+
+
+def test_a_command_outlives_a_stopped_server(team: teamfile.Team) -> None:
+    assert commandserver.ensure_running(team)
+    asker = subprocess.Popen(
+        [sys.executable, "-m", "fabrikito", "say", "em"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=team.base_dir,
+        env=environ(),
+        text=True,
+    )
+    time.sleep(1.0)
+    said = commandserver.stop(team)
+    assert said is not None and said.startswith("stopped the command server")  # its lock is not the child's
+    _, err = asker.communicate("still delivered to its end\n", timeout=30)
+    assert asker.returncode == 3 and "not running an agent" in err
+
+
+def wait_until(done: Callable[[], bool], timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not done():
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+
+
+def fake_server(where: Path, answer: Callable[[socket.socket], None]) -> Callable[[], None]:
+    """A listener at ``where`` that treats each asker with ``answer``; returns its stop."""
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(where))
+    listener.listen(4)
+    done = threading.Event()
+
+    def loop() -> None:
+        while not done.is_set():
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            with conn:
+                answer(conn)
+
+    thread = threading.Thread(target=loop, daemon=True)
+    thread.start()
+
+    def stop() -> None:
+        done.set()
+        listener.shutdown(socket.SHUT_RDWR)
+        listener.close()
+        where.unlink()
+        thread.join(5)
+
+    return stop
+
+
+def drain(conn: socket.socket, answer: bytes) -> None:
+    """Read a whole request, then answer ``answer``."""
+    _, fds, _, _ = socket.recv_fds(conn, 1 << 16, 3)
+    for fd in fds:
+        os.close(fd)
+    while conn.recv(1 << 16):
+        pass
+    conn.sendall(answer)
+
+
+@pytest.mark.parametrize(
+    ("answer", "runs_here"),
+    [
+        pytest.param(lambda conn: None, True, id="closes"),
+        pytest.param(lambda conn: drain(conn, b"garbage\n"), True, id="garbage"),
+        pytest.param(lambda conn: drain(conn, commandwire.DECLINED), True, id="declines"),
+        pytest.param(lambda conn: drain(conn, b"output 0 100 0\nhalf a table"), True, id="output-cut-short"),
+        pytest.param(lambda conn: drain(conn, b"started 1\n"), False, id="started-then-gone"),
+    ],
+)
+def test_a_command_runs_here_only_when_the_server_started_none(
+    team: teamfile.Team, answer: Callable[[socket.socket], None], runs_here: bool
+) -> None:
+    where = commandserver.socket_path(team.path)
+    where.parent.mkdir(mode=0o700, exist_ok=True)
+    stop = fake_server(where, answer)
+    try:
+        asked = fabrikito(["status"], team.base_dir)
+    finally:
+        stop()
+    if runs_here:
+        assert same(asked, here(["status"], team.base_dir)) and "acme-em" in asked.stdout
+        assert "half a table" not in asked.stdout
+    else:  # it may have run there: never run again here
+        assert asked.returncode == 1 and asked.stdout == ""
+        assert "went away while the command ran: its exit status is not known" in asked.stderr
+
+
+def ask_directly(server: forkserver.Server, request: bytes) -> bytes:
+    ours, theirs = socket.socketpair()
+    with ours, theirs:
+        socket.send_fds(ours, [request], [0, 1, 2])
+        ours.shutdown(socket.SHUT_WR)
+        server.serve(theirs)
+        return ours.recv(1 << 16)
+
+
+def test_the_server_declines_what_it_cannot_run(team: teamfile.Team) -> None:
+    listener = socket.socket(socket.AF_UNIX)
+    server = forkserver.Server(team.path, listener, 0, None)
+    package, cwd = str(forkserver.PACKAGE), str(team.base_dir)
+
+    def request(package: str = package, cwd: str = cwd) -> bytes:
+        return commandwire.encode_request(package, cwd, 0o22, ["--version"], {"PATH": os.environ["PATH"]})
+
+    assert ask_directly(server, b"run this") == commandwire.DECLINED
+    assert ask_directly(server, request(package="/elsewhere/fabrikito")) == commandwire.DECLINED  # another copy
+    assert ask_directly(server, request(cwd=str(team.base_dir / "gone"))) == commandwire.DECLINED
+    assert not server.stale
+    started = ask_directly(server, request())
+    assert started.startswith(b"started ")
+
+    def reaped() -> bool:
+        server.reap()
+        return not server.children
+
+    wait_until(reaped)
+    server.stamp = ()  # the package's files changed since the server started: it ends
+    assert ask_directly(server, request()) == commandwire.DECLINED and server.stale
+    listener.close()
+
+
+def test_the_server_stops_wanting_to_run_when_its_team_is_gone(team: teamfile.Team) -> None:
+    commandserver.socket_path(team.path).parent.mkdir(mode=0o700, exist_ok=True)
+    cwd = os.getcwd()
+    try:
+        listener, inode = forkserver._listen(team.path)  # binds from inside the folder
+    finally:
+        os.chdir(cwd)
+    try:
+        server = forkserver.Server(team.path, listener, inode, team.server().resolved_socket_path())
+        assert server.still_wanted()
+        team.server().kill_server()
+        wait_until(lambda: not server.still_wanted())  # tmux leaves its socket: nobody listens on it
+        assert commandserver.socket_path(team.path).exists()
+        other = forkserver.Server(team.path, listener, inode + 1, None)
+        assert not other.still_wanted()  # the socket there is not its own
+    finally:
+        listener.close()
+
+
+def test_down_stops_it_and_its_socket_goes(team: teamfile.Team) -> None:
+    assert commandserver.stop(team) is None
+    assert commandserver.ensure_running(team)
+    pid = commandserver.running_pid(team.path)
+    assert commandserver.stop(team) == f"stopped the command server (pid {pid})"
+    assert not commandserver.socket_path(team.path).exists()
+    assert commandserver.running_pid(team.path) is None
+
+
+def test_the_socket_and_lock_are_the_users_alone(team: teamfile.Team) -> None:
+    assert commandserver.ensure_running(team)
+    assert commandserver.socket_path(team.path).parent.stat().st_mode & 0o777 == 0o700
+    assert commandserver.socket_path(team.path).stat().st_mode & 0o777 == 0o600
+    assert commandserver.lock_path(team.path).stat().st_mode & 0o777 == 0o600
+
+
+def test_a_file_in_the_sockets_place_is_refused_not_removed(team: teamfile.Team) -> None:
+    where = commandserver.socket_path(team.path)
+    where.parent.mkdir(mode=0o700, exist_ok=True)
+    where.write_text("mine", encoding="utf-8")
+    with pytest.raises(FabrikitoError, match="did not start"):
+        commandserver.ensure_running(team)
+    assert where.read_text(encoding="utf-8") == "mine"
+    assert "is there and is not a socket: remove it" in (team.state_dir / commandserver.ERR_NAME).read_text()
+
+
+MODULES = """
+import sys
+from fabrikito import cli
+code = cli.main(sys.argv[1:])
+print(" ".join(sorted(sys.modules)), file=sys.stderr)
+sys.exit(code)
+"""
+
+
+@pytest.mark.parametrize("argv", [["status"], ["say", "em", "hello"]])
+def test_a_served_command_imports_next_to_nothing(team: teamfile.Team, argv: list[str]) -> None:
+    assert commandserver.ensure_running(team)
+    done = subprocess.run(
+        [sys.executable, "-c", MODULES, *argv],
+        capture_output=True,
+        text=True,
+        cwd=team.base_dir,
+        env=environ(),
+        timeout=60,
+        check=False,
+    )
+    modules = set(done.stderr.split("\n")[-2].split())
+    assert "fabrikito.base.commandwire" in modules, done.stderr
+    heavy = {"re", "enum", "pathlib", "json", "signal", "socket", "fabrikito.team.teamfile", "collections"}
+    assert sorted(heavy & modules) == []
+
+
+class Recording(dict[str, str]):
+    """``os.environ`` that notes every name read."""
+
+    def __init__(self, values: dict[str, str], seen: set[str]) -> None:
+        super().__init__(values)
+        self.seen = seen
+
+    def __getitem__(self, key: str) -> str:
+        self.seen.add(key)
+        return super().__getitem__(key)
+
+    def get(self, key: str, default: object = None) -> object:  # type: ignore[override]
+        self.seen.add(key)
+        return super().get(key, default)
+
+    def __contains__(self, key: object) -> bool:
+        self.seen.add(str(key))
+        return super().__contains__(key)
+
+
+def test_status_reads_no_variable_the_server_is_not_told(team: teamfile.Team, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The server answers a plain status itself with only ENV_READ set as the asker has them."""
+    from fabrikito.launch import status
+
+    seen: set[str] = set()
+    monkeypatch.setattr(os, "environ", Recording(dict(os.environ), seen))
+    for screens in (True, False):
+        for as_json in (True, False):
+            status.report(teamfile.load(team.path), as_json=as_json, screens=screens)
+    assert seen and seen <= set(commandwire.ENV_READ), sorted(seen - set(commandwire.ENV_READ))
+
+
+def test_status_is_answered_with_the_askers_time_zone(team: teamfile.Team) -> None:
+    assert commandserver.ensure_running(team)
+    (team.state_dir / "messages.log").write_text("2026-12-01T10:00:00\towner\tem\tDELIVERED\thi\n")
+    for tz in ("UTC", "Asia/Tokyo"):
+        served = fabrikito(["status", "--json"], team.base_dir, TZ=tz)
+        assert same(served, here(["status", "--json"], team.base_dir, TZ=tz))
+
+
+@pytest.mark.parametrize(
+    "path", ["team.toml", "./team.toml", "a/../team.toml", "a//b/./c.toml", "/x/y.toml", "//x/y.toml", "///x", ""]
+)
+def test_absolute_is_pathlibs(path: str) -> None:
+    assert commandwire.absolute(path) == str(Path(path).absolute())
+
+
+def test_the_team_asked_is_the_one_the_line_names(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("FABRIKITO_TEAM", raising=False)
+    monkeypatch.chdir("/")
+    assert commandwire.team_of(["say", "--team", "t/a.toml", "em", "x"]) == "/t/a.toml"
+    assert commandwire.team_of(["status", "--team=/b.toml"]) == "/b.toml"
+    assert commandwire.team_of(["say", "em", "--", "--team", "x"]) == "/team.toml"
+    monkeypatch.setenv("FABRIKITO_TEAM", "/c/team.toml")
+    assert commandwire.team_of(["flush", "em"]) == "/c/team.toml"
+
+
+def test_a_request_round_trips_and_a_bad_one_is_none() -> None:
+    env = {"TZ": "UTC", "PATH": "/a=b:/c", "EMPTY": ""}
+    request = commandwire.encode_request("/p", "/w", 0o27, ["say", "em", "two\nlines é"], env)
+    assert commandwire.decode_request(request) == ("/p", "/w", 0o27, ["say", "em", "two\nlines é"], env)
+    assert commandwire.decode_request(request + b"\0novalue") is None
+    assert commandwire.decode_request(request.replace(b"\x0027\x00", b"\x0099\x00")) is None  # not octal
+    assert commandwire.decode_request(b"fabrikito-run/0\0/p\0/w\x0022\x000") is None
+    assert commandwire.decode_request(commandwire.encode_request("/p", "w", 0, [], {})) is None  # a relative cwd
