@@ -188,7 +188,7 @@ def main() -> None:
             "",
             f"`say` CLI / floor: **{ratio:.2f}x** (goal: 2x; {'met' if ratio <= 2 else 'not met'}; fastest run "
             f"against fastest run: {fastest:.2f}x), run by the team's command server as after `up` "
-            "(src/fabrikito/launch/commandserver.py: the command hands itself to a process that has everything "
+            "(src/fabrikito/forkserver.py: the command hands itself to a process that has everything "
             "imported, which forks a child to run it with the command's own input, output, arguments and "
             f"environment); in its own process (`FABRIKITO_SERVER=0`) {own_ratio:.2f}x. "
             "The floor is one bare paste of the labelled message and an Enter, no checks. `say` adds "

@@ -202,13 +202,14 @@ def main() -> None:
             "",
             f"`status` costs **{ratio:.2f}x** a bare interpreter start ({RUNS} interleaved runs each; goal: 3x, "
             f"{'met' if ratio <= 3 else 'not met'}; fastest run against fastest run: {fastest:.2f}x). "
-            "`up` starts the team's command server (src/fabrikito/launch/commandserver.py): `fabrikito status` "
+            "`up` starts the team's command server (src/fabrikito/forkserver.py): `fabrikito status` "
             "imports its own error module and the wire module only (no `re`, `enum`, `pathlib` or `json`) and "
-            "hands itself to the server, which forks; the child, with everything imported, takes the asker's "
-            "output, arguments, environment and folder and runs status as the asker would have: one call lists "
+            "hands itself to the server, which answers a plain status itself, with everything imported and the "
+            "asker's team file, options and the environment variables status reads: one call lists "
             "every pane (`list-panes -a`), one more reads every seat's screen (`display-message` and "
             "`capture-pane` chained in one tmux invocation, read-only), then `/proc`, the registry files and the "
-            "tail of the log are read and the 12 screens recognised. Without a server (a team not brought up by "
+            "tail of the log are read and the 12 screens recognised (one seen before is not recognised again). "
+            "Without a server (a team not brought up by "
             f"`up`, `FABRIKITO_SERVER=0`) status runs in its own process: {own_ratio:.2f}x, "
             "its imports (`re` and `enum`, `pathlib`, `json`, the recognisers) and the same work. "
             f"The two tmux calls alone, from a bare interpreter, cost {floor_ratio:.2f}x.",
