@@ -132,15 +132,15 @@ class Server:
             child = os.fork()
             if child == 0:
                 _run_child(self, conn, fds, request, caller)  # never returns
-            self.children[child] = conn
-            conn.sendall(b"started %d\n" % child)
+            self.children[child] = conn  # the child says "started" itself, before its exit line
         finally:
             for fd in fds:
                 os.close(fd)
 
     def reap(self) -> None:
-        """Collect the commands that ended; tell the asker of one ended by a signal."""
-        while self.children:
+        """Collect the commands that ended (and any tmux call a status left unread); tell the asker of
+        a command ended by a signal."""
+        while True:
             try:
                 pid, status = os.waitpid(-1, os.WNOHANG)
             except ChildProcessError:
@@ -223,6 +223,9 @@ def _run_child(server: Server, conn: socket.socket, fds: list[int], request: com
     _package, cwd, umask, argv, env = request
     code = 1
     try:
+        # First, and from the child: the asker must never read the exit line before this one
+        # (a command run and its status taken for "not started" would be run again by the asker).
+        conn.sendall(b"started %d\n" % os.getpid())
         for signo in HANDLED:
             signal.signal(signo, signal.default_int_handler if signo == signal.SIGINT else signal.SIG_DFL)
         server.listener.close()

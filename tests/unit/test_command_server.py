@@ -461,3 +461,13 @@ def test_a_request_round_trips_and_a_bad_one_is_none() -> None:
     assert commandwire.decode_request(request.replace(b"\x0027\x00", b"\x0099\x00")) is None  # not octal
     assert commandwire.decode_request(b"fabrikito-run/0\0/p\0/w\x0022\x000") is None
     assert commandwire.decode_request(commandwire.encode_request("/p", "w", 0, [], {})) is None  # a relative cwd
+
+
+def test_a_command_that_ends_at_once_runs_once(team: teamfile.Team) -> None:
+    """The child says "started" before its exit line, so an asker never takes a finished command for
+    one not started (and runs it again): a usage error printed twice would show it."""
+    assert commandserver.ensure_running(team)
+    cold = here(["say", "--bad"], team.base_dir)
+    assert cold.returncode == 2 and cold.stderr.count("fabrikito say:") == 1
+    for _ in range(15):
+        assert same(fabrikito(["say", "--bad"], team.base_dir), cold)
