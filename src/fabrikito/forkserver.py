@@ -330,11 +330,14 @@ def _tmux_socket(team_path: Path) -> str | None:
 
 def _preload() -> None:
     """Import what the commands it runs import, once, before any is asked for."""
+    import fabrikito.base.text
     import fabrikito.cli
     import fabrikito.commands
     import fabrikito.delivery.flush
     import fabrikito.delivery.identity
+    import fabrikito.delivery.queue
     import fabrikito.delivery.say
+    import fabrikito.fastargs
     import fabrikito.launch.status
     import fabrikito.screen.releases  # noqa: F401
 
