@@ -200,6 +200,18 @@ def names(*screens: str) -> list[Screen]:
     return [screen(n) for n in screens]
 
 
+def delivering_pane(pid: int, on_call: Callable[[int, list[str]], None] | None = None) -> Pane:
+    """A fullscreen 120x40 pane with an empty box whose pastes draw the label, then the message, and
+    whose Enter starts the turn: a ``say`` of "please review the patch" from em delivered."""
+    full = "fullscreen-120x40"
+    return Pane(
+        screen(f"{full}-empty-box-fresh-start"),
+        {"paste": names(f"{full}-label-alone", f"{full}-label-then-short"), "Enter": names(f"{full}-after-turn")},
+        pid=pid,
+        on_call=on_call,
+    )
+
+
 def sent(pane: Pane) -> Sequence[str]:
     """Every paste and key in the order the engine sent them."""
     order = []

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tests.unit.replay import Pane, claude_process, names, replay_server, screen
+from tests.unit.replay import Pane, claude_process, delivering_pane, replay_server, screen
 
 from fabrikito.base import statedir
 from fabrikito.base.errors import FabrikitoError
@@ -46,11 +46,7 @@ def _short_waits(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _pane(pid: int, interruption: tuple[int, signal.Signals] | None) -> Pane:
-    pane = Pane(
-        screen(f"{FULL}-empty-box-fresh-start"),
-        {"paste": names(f"{FULL}-label-alone", f"{FULL}-label-then-short"), "Enter": names(f"{FULL}-after-turn")},
-        pid=pid,
-    )
+    pane = delivering_pane(pid)
     if interruption is not None:
         at, sig = interruption
 

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from tests.unit.replay import Pane, claude_process, names, replay_server, screen, sent
+from tests.unit.replay import Pane, claude_process, delivering_pane, names, replay_server, screen, sent
 
 from fabrikito.delivery import flush, identity, say, seatlock
 from fabrikito.log import msglog
@@ -141,12 +141,7 @@ def test_the_first_look_is_taken_with_the_seats_lock_held_and_read_before_the_fi
                 else:
                     held.append(False)
 
-    pane = Pane(
-        screen(f"{FULL}-empty-box-fresh-start"),
-        {"paste": names(f"{FULL}-label-alone", f"{FULL}-label-then-short"), "Enter": names(f"{FULL}-after-turn")},
-        pid=claude_pid,
-        on_call=on_call,
-    )
+    pane = delivering_pane(claude_pid, on_call)
     code, _team, _ = say_dev(tmp_path, pane)
     assert code == say.EXIT_DELIVERED
     assert held == [True]  # one look before the first paste, and the lock was held
@@ -204,12 +199,7 @@ def test_the_first_look_after_the_enter_waits_for_the_request_to_leave(tmp_path:
     def on_call(_n: int, argv: list[str]) -> None:
         calls.append((time.monotonic(), "Enter" if argv[0] == "send-keys" else argv[0]))
 
-    pane = Pane(
-        screen(f"{FULL}-empty-box-fresh-start"),
-        {"paste": names(f"{FULL}-label-alone", f"{FULL}-label-then-short"), "Enter": names(f"{FULL}-after-turn")},
-        pid=claude_pid,
-        on_call=on_call,
-    )
+    pane = delivering_pane(claude_pid, on_call)
     code, _team, _ = say_dev(tmp_path, pane)
     assert code == say.EXIT_DELIVERED
     names_in_order = [name for _, name in calls]
