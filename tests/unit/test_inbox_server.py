@@ -30,7 +30,7 @@ from fabrikito.inbox import gate, inboxfiles, protocol, server
 from fabrikito.inbox.gate import Gate, Inbound, Verdict
 from fabrikito.log import msglog
 from fabrikito.team import teamfile
-from fabrikito.team.teamfile import PermissionClass
+from fabrikito.team.teamfile import PermissionClass, Seat
 
 REPO = Path(__file__).resolve().parents[2]
 TOKEN = "0123456789abcdef0123456789abcdef"  # noqa: S105 (a test token)
@@ -378,13 +378,18 @@ def _env(home: Path) -> dict[str, str]:
     return env
 
 
-def test_the_process_registers_like_a_session_send_reaches_it_and_stop_leaves_nothing(tmp_path: Path) -> None:
+def _cx(tmp_path: Path) -> tuple[teamfile.Team, Seat, Path, dict[str, str]]:
+    """The team, its Codex seat ``cx``, a fresh HOME and the environment the seat's inbox runs with."""
     team = _team(tmp_path)
     seat = team.seat("cx")
     assert seat is not None
     home = tmp_path / "home"
     home.mkdir()
-    env = _env(home)
+    return team, seat, home, _env(home)
+
+
+def test_the_process_registers_like_a_session_send_reaches_it_and_stop_leaves_nothing(tmp_path: Path) -> None:
+    team, seat, home, env = _cx(tmp_path)
     assert server.start_inbox(team, seat, env=env)
     assert not server.start_inbox(team, seat, env=env)  # one per seat
     where = inboxfiles.places(team, "cx", env)
@@ -427,12 +432,7 @@ def test_the_process_registers_like_a_session_send_reaches_it_and_stop_leaves_no
 
 
 def test_an_inbox_killed_hard_is_cleaned_up_by_the_next_start_and_by_stop(tmp_path: Path) -> None:
-    team = _team(tmp_path)
-    seat = team.seat("cx")
-    assert seat is not None
-    home = tmp_path / "home"
-    home.mkdir()
-    env = _env(home)
+    team, seat, home, env = _cx(tmp_path)
     assert server.start_inbox(team, seat, env=env)
     where = inboxfiles.places(team, "cx", env)
     first = inboxfiles.read_info(where)
@@ -455,12 +455,8 @@ def test_an_inbox_killed_hard_is_cleaned_up_by_the_next_start_and_by_stop(tmp_pa
 def test_down_stops_a_seats_inbox_even_with_no_pane_up(tmp_path: Path) -> None:
     from fabrikito.launch import lifecycle
 
-    team = _team(tmp_path)
-    seat = team.seat("cx")
-    assert seat is not None
-    home = tmp_path / "home"
-    home.mkdir()
-    assert server.start_inbox(team, seat, env=_env(home))
+    team, seat, home, env = _cx(tmp_path)
+    assert server.start_inbox(team, seat, env=env)
     where = inboxfiles.places(team, "cx")
     said: list[str] = []
     assert lifecycle.down(team, out=said.append) == 0
