@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
 
 # The commands run on every message, which the team's command server runs when it can
-# (launch/commandserver.py); ``served`` is true in a command it runs, which asks no server.
+# (forkserver.py); ``served`` is true in a command it runs, which asks no server.
 SERVED = ("say", "flush", "status")
 served = False
 
@@ -338,17 +338,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         code = _resolve(handler_path)(args)
         return int(code)
     except FabrikitoError as exc:
-        if _debug():
+        if os.environ.get("FABRIKITO_DEBUG") == "1":
             raise
         print_error(f"fabrikito {args.command}: {exc.message}")
         return exc.exit_code
     except KeyboardInterrupt:
         print_error(f"fabrikito {args.command}: interrupted")
         return 130
-
-
-def _debug() -> bool:
-    return os.environ.get("FABRIKITO_DEBUG") == "1"
 
 
 def run() -> None:

@@ -158,21 +158,21 @@ class Server:
             conn.close()
 
 
-def plain_status(argv: list[str]) -> tuple[str | None, str] | None:
-    """``(--team's value, flags)`` of a plain ``status`` line (``--team FILE``, ``--json``: ``j``,
-    ``--no-screens``: ``n``); ``None`` for anything else (``--help``, an error: argparse reads it)."""
+def plain_status(argv: list[str]) -> str | None:
+    """The flags of a plain ``status`` line (``--team FILE``; ``--json``: ``j``; ``--no-screens``:
+    ``n``); ``None`` for anything else (``--help``, an error: argparse reads it)."""
     if argv[:1] != ["status"]:
         return None
-    team, flags, rest = None, set(), argv[1:]
+    flags, rest = set(), argv[1:]
     while rest:
         option = rest.pop(0)
         if option in ("--json", "--no-screens"):
             flags.add(option[2])
         elif option == "--team" and rest and not rest[0].startswith("-"):
-            team = rest.pop(0)
+            rest.pop(0)
         else:
             return None
-    return team, "".join(sorted(flags))
+    return "".join(sorted(flags))
 
 
 def answer_status(request: commandwire.Request) -> bytes | None:
@@ -182,15 +182,13 @@ def answer_status(request: commandwire.Request) -> bytes | None:
     with seats on other hosts, or ``FABRIKITO_DEBUG`` (a traceback is the command's own): a child
     runs it."""
     _package, cwd, _umask, argv, env = request
-    plain = plain_status(argv)
-    if plain is None or env.get("FABRIKITO_DEBUG") == "1":
+    flags = plain_status(argv)
+    if flags is None or env.get("FABRIKITO_DEBUG") == "1":
         return None
     from fabrikito.launch import commandserver, status
     from fabrikito.team import teamfile
 
-    team_arg, flags = plain
-    given = team_arg if team_arg is not None else env.get("FABRIKITO_TEAM") or "team.toml"  # resolve_team_path
-    team_path = commandwire.absolute(given, cwd)
+    team_path = commandwire.team_of(argv, env, cwd)
     mine = {name: os.environ.get(name) for name in commandwire.ENV_READ}
     _adopt({name: env.get(name) for name in commandwire.ENV_READ})
     try:

@@ -30,7 +30,14 @@ from fabrikito.launch import commandserver
 from fabrikito.team import teamfile
 
 SRC = Path(__file__).resolve().parents[2] / "src"
-STATUS = [["status"], ["status", "--json"], ["status", "--no-screens"], ["status", "--nope"], ["status", "--help"]]
+STATUS = [
+    ["status"],
+    ["status", "--json"],
+    ["status", "--no-screens"],
+    ["status", "--team", "other.toml", "--team", "team.toml"],  # the last one counts, as argparse reads it
+    ["status", "--nope"],
+    ["status", "--help"],
+]
 SAY = [["say", "em", "hello"], ["say", "nobody", "hello"], ["say", "em", ""], ["flush", "em"], ["say", "--bad"]]
 
 
@@ -451,6 +458,9 @@ def test_the_team_asked_is_the_one_the_line_names(monkeypatch: pytest.MonkeyPatc
     assert commandwire.team_of(["say", "em", "--", "--team", "x"]) == "/team.toml"
     monkeypatch.setenv("FABRIKITO_TEAM", "/c/team.toml")
     assert commandwire.team_of(["flush", "em"]) == "/c/team.toml"
+    assert commandwire.team_of(["status", "--team", "/a.toml", "--team=/b.toml"]) == "/b.toml"
+    assert commandwire.team_of(["status"], {"FABRIKITO_TEAM": "t.toml"}, "/w") == "/w/t.toml"  # the asker's
+    assert commandwire.team_of(["status"], {}, "/w") == "/w/team.toml"
 
 
 def test_a_request_round_trips_and_a_bad_one_is_none() -> None:

@@ -85,17 +85,21 @@ def absolute(path: str, cwd: str | None = None) -> str:
     return lead + "/".join(part for part in joined.split("/") if part not in ("", "."))
 
 
-def team_of(argv: list[str]) -> str:
-    """The team file a command line names (``--team FILE`` or ``--team=FILE`` before any ``--``),
-    else ``$FABRIKITO_TEAM``, else ``./team.toml``: only where to ask; the command reads its own."""
+def team_of(argv: list[str], env: dict[str, str] | None = None, cwd: str | None = None) -> str:
+    """The team file a command line names (the last ``--team FILE`` or ``--team=FILE`` before any
+    ``--``, as argparse reads it), else ``$FABRIKITO_TEAM``, else ``./team.toml`` (as
+    ``teamfile.resolve_team_path``), absolute from ``cwd``; ``env`` and ``cwd`` default to this process's."""
+    named = None
     for i, arg in enumerate(argv):
         if arg == "--":
             break
         if arg == "--team" and i + 1 < len(argv):
-            return absolute(argv[i + 1])
-        if arg.startswith("--team="):
-            return absolute(arg[len("--team=") :])
-    return absolute(os.environ.get("FABRIKITO_TEAM") or "team.toml")
+            named = argv[i + 1]
+        elif arg.startswith("--team="):
+            named = arg[len("--team=") :]
+    if named is None:
+        named = (os.environ if env is None else env).get("FABRIKITO_TEAM") or "team.toml"
+    return absolute(named, cwd)
 
 
 def encode_request(package: str, cwd: str, umask: int, argv: list[str], env: dict[str, str]) -> bytes:
