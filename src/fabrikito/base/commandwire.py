@@ -166,8 +166,13 @@ def run(argv: list[str]) -> int | None:
             sock.sendall(request[sent:])
             sock.shutdown(_socket.SHUT_WR)
             first = lines.next()
-        except _Signalled as signalled:
-            return _interrupted(argv, lines, signalled.signo)
+        except _Signalled as signalled:  # a child started meanwhile gets the signal; else it ends here
+            first = _first_line_soon(lines)
+            if not first.startswith(b"started "):
+                return _interrupted(argv, signalled.signo)
+            child = int(first.split()[1])
+            _forward(child, signalled.signo)
+            return _outcome(lines)
         if first.startswith(b"output "):  # answered by the server itself, whole: printed here
             return _print(lines, first)
         if not first.startswith(b"started "):
@@ -184,22 +189,20 @@ def run(argv: list[str]) -> int | None:
         sock.close()
 
 
-def _interrupted(argv: list[str], lines: _Lines, signo: int) -> int:
-    """A signal before the server said what it does: a child it started gets the signal; else
-    the command ends here as it ends when the signal comes before it has done anything."""
+def _first_line_soon(lines: _Lines) -> bytes:
+    """The server's first line, when it comes within a second (it says at once what it does)."""
     lines.sock.settimeout(1.0)
     try:
-        first = lines.next()
+        return lines.next()
     except OSError:
-        first = b""
-    if first.startswith(b"started "):
-        child = int(first.split()[1])
-        _signal.signal(signo, lambda s, _f: _forward(child, s))
-        for other in FORWARDED:
-            _signal.signal(other, lambda s, _f: _forward(child, s))
-        _forward(child, signo)
+        return b""
+    finally:
         lines.sock.settimeout(None)
-        return _outcome(lines)
+
+
+def _interrupted(argv: list[str], signo: int) -> int:
+    """A signal before the server started anything: the command ends as it ends when the signal
+    comes before it has done anything."""
     if signo == _signal.SIGINT:  # as cli.main ends a command on Ctrl-C
         _say(f"fabrikito {argv[0]}: interrupted\n")
         return 130
