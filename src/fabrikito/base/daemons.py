@@ -1,4 +1,4 @@
-"""The team's long-running helpers (the delivery worker, the inboxes, the status server): started
+"""The team's long-running helpers (the delivery worker, the inboxes, the command server): started
 detached, found by the lock each holds while it runs, and ended by signal.
 
 Each holds an ``flock`` on a lock file for as long as it runs, so "is it running"
