@@ -318,6 +318,19 @@ def _run_killed(team: teamfile.Team, pause: float, rng: random.Random) -> bool:
     return True
 
 
+def test_a_message_marked_delivered_but_not_removed_is_settled_by_the_next_round(tmp_path: Path) -> None:
+    """A worker killed between marking a message delivered and removing it: the next worker's first round
+    removes it and writes its line, once, even when nothing else waits."""
+    team = _team(tmp_path)
+    msg = queue.enqueue(team, "dev", "qa", "hello", expire=3600, reason="box")
+    queue.write(msg.moved(State.DELIVERED, f"delivered at {time.time():.3f}"))
+    assert not queue.scan(team).waiting("dev")
+    worker.Worker(team, FakeSeats(team)).round()
+    assert queue.scan(team).messages.get("dev", []) == []
+    assert [(r.recipient, r.outcome) for r in _records(team)] == [(b"dev", "delivered")]
+    assert _seat_lines(team, "dev") == []  # settled, not typed again
+
+
 def test_sigkill_at_random_points_loses_nothing_and_pastes_nothing_twice(tmp_path: Path) -> None:
     team = _team(tmp_path)
     rng = random.Random(12)  # noqa: S311 -- kill points for a test, not secrets
@@ -334,6 +347,7 @@ def test_sigkill_at_random_points_loses_nothing_and_pastes_nothing_twice(tmp_pat
         while any(queue.scan(team).waiting(r) for r in ROLES) and kills < 60:
             kills += _run_killed(team, pause=0.001, rng=rng)
     w = worker.Worker(team, FakeSeats(team))  # a clean restart settles what the last kill left
+    w.round()  # at least once: a kill between marking a message delivered and removing it leaves none waiting
     while any(queue.scan(team).waiting(r) for r in ROLES):
         w.round()
 
