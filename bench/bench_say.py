@@ -52,7 +52,7 @@ EACH = int(os.environ.get("BENCH_EACH", "3"))
 
 
 FLOOR = "floor: bare paste + Enter"
-ENGINE = "deliver (in-process)"
+ENGINE = "deliver (in-process, tmux processes)"
 CLI = "fabrikito say (CLI, run by the command server)"
 OWN = "fabrikito say (CLI, in its own process)"
 # BENCH_BEFORE=DIR: also time the CLI from another copy of the package (DIR/src), in the same rounds.
@@ -190,11 +190,14 @@ def main() -> None:
             f"against fastest run: {fastest:.2f}x), run by the team's command server as after `up` "
             "(src/fabrikito/forkserver.py: the command hands itself to a process that has everything "
             "imported, which forks a child to run it with the command's own input, output, arguments and "
-            f"environment); in its own process (`FABRIKITO_SERVER=0`) {own_ratio:.2f}x. "
+            "environment; the child's tmux commands go through the server's tmux control-mode client, "
+            "src/fabrikito/base/tmuxcontrol.py: a look costs no tmux process, so it looks every 3 ms); "
+            f"in its own process (`FABRIKITO_SERVER=0`) {own_ratio:.2f}x, each look a tmux process, every 10 ms, "
+            "as `deliver` in the bench's own process. "
             "The floor is one bare paste of the labelled message and an Enter, no checks. `say` adds "
             "the team file, who is speaking, the lock, a look at the pane and its foreground "
             "process, a screen read before typing, the label pasted on its own and read back, the message pasted and "
-            "read back, then the Enter; each screen read is one tmux call and waits for Claude Code to draw the "
+            "read back, then the Enter; each screen read waits for Claude Code to draw the "
             "paste. After the Enter `say` reads until the box is seen empty (its wall time above); its first look "
             "comes 50 ms after the Enter (`ENTER_SETTLE`), since looks taken while Claude Code builds its request "
             "(a tmux client and a capture each, on two shared cores) delayed the request by 10-20 ms.",

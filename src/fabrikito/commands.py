@@ -102,13 +102,13 @@ def _read_stdin() -> str:
 
 
 def cmd_say(args: argparse.Namespace) -> int:
-    import os
-
+    from fabrikito.base.tmuxcontrol import controlled
     from fabrikito.team import teamfile
 
     team = teamfile.load(args.team)
-    server = team.server()
-    # tmux lists the panes while the delivery engine is imported (say reads the list first)
+    # Run by the team's command server, every tmux command goes through its control-mode client
+    # (base.tmuxcontrol); else tmux lists the panes while the delivery engine is imported (say reads the list first).
+    server = controlled(team.server())
     listing = server.start_list_panes() if os.path.exists(server.resolved_socket_path()) else None
     from fabrikito.delivery import say
 

@@ -41,9 +41,9 @@ import time
 import traceback
 from pathlib import Path
 
-from fabrikito.base import commandwire, daemons, procs
-from fabrikito.base.errors import FabrikitoError
-from fabrikito.launch.commandserver import MODULE, lock_path, socket_path
+from fabrikito.base import commandwire, daemons, procs, tmuxcontrol
+from fabrikito.base.errors import FabrikitoError, TmuxError
+from fabrikito.launch.commandserver import MODULE, connect_control, lock_path, socket_path
 
 CHECK_EVERY = 10.0
 REAP_EVERY = 0.5  # how soon a child ended by a signal is told to its asker
@@ -89,6 +89,7 @@ class Server:
         self.stamp = package_stamp()
         self.stale = False
         self.children: dict[int, socket.socket] = {}  # each command running, with its asker's connection
+        self.control: tmuxcontrol.Control | None = None  # the tmux control-mode client its commands share
 
     def still_wanted(self) -> bool:
         """Whether to keep running: its socket is its own, the team file is there, the tmux server runs."""
@@ -99,7 +100,22 @@ class Server:
             return False
         if not self.team_path.exists() or package_stamp() != self.stamp:
             return False
+        if self.control is not None and self.control.broken is None:
+            return self._sessions_besides_its_own()
         return self.tmux_socket is None or _listening(self.tmux_socket)
+
+    def _sessions_besides_its_own(self) -> bool:
+        """Whether the team's tmux server has a session but the control client's (which keeps the tmux
+        server running: when the seats are gone the server ends, and its client's session with it)."""
+        from fabrikito.base.tmux import Server as Tmux
+
+        if self.tmux_socket is None:
+            return True
+        try:
+            names = Tmux(socket_path=self.tmux_socket).run("list-sessions", "-F", "#{session_name}").split()
+        except TmuxError:
+            return False
+        return any(name != tmuxcontrol.CONTROL_SESSION for name in names)
 
     def serve(self, conn: socket.socket) -> None:
         """Read one request and start its command, or decline it; ``conn`` is kept while it runs."""
@@ -147,6 +163,9 @@ class Server:
                 return
             if pid == 0:
                 return
+            if self.control is not None and pid == self.control.proc.pid:
+                self.control.broken = "it ended"  # the commands it runs from now on run tmux themselves
+                tmuxcontrol.share(None)
             conn = self.children.pop(pid, None)
             if conn is None:
                 continue
@@ -357,6 +376,8 @@ def main(argv: list[str] | None = None) -> int:
         _preload()
         listener, inode = _listen(team_path)
         server = Server(team_path, listener, inode, _tmux_socket(team_path), fd)
+        server.control = _connect(team_path)
+        tmuxcontrol.share(server.control)
         os.pwrite(fd, f"{os.getpid()} {procs.info(os.getpid()).start_ticks}\n".encode(), 0)  # listening: ready
         _loop(server)
     except _Stop:
@@ -366,7 +387,19 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     finally:
         _remove_socket(team_path, inode)
+        control = tmuxcontrol.shared()
+        if control is not None:
+            control.close()  # it detaches: tmux ends its session
     return 0
+
+
+def _connect(team_path: Path) -> tmuxcontrol.Control | None:
+    from fabrikito.team import teamfile
+
+    try:
+        return connect_control(teamfile.load(team_path))
+    except (OSError, FabrikitoError):
+        return None
 
 
 def _loop(server: Server) -> None:
@@ -383,6 +416,8 @@ def _loop(server: Server) -> None:
             except OSError:
                 conn.close()  # the asker went away or took too long: it runs the command itself
         server.reap()
+        if server.control is not None:
+            server.control.drain()  # tmux's notifications, read while no command holds the client
         if time.monotonic() - checked >= CHECK_EVERY:
             checked = time.monotonic()
             if not server.still_wanted():

@@ -18,6 +18,7 @@ import pytest
 from fabrikito.base import procs
 from fabrikito.base.errors import TmuxError
 from fabrikito.base.tmux import Server
+from fabrikito.base.tmuxcontrol import CONTROL_SESSION
 from fabrikito.delivery import seatpane
 from fabrikito.launch import lifecycle, seatfiles
 from fabrikito.offline import api_gemini, api_openai, claude_setup, demo_mixed, other_setup, seatkit
@@ -227,8 +228,9 @@ def test_demo_mixed_messages_go_round_all_three_and_stop_leaves_nothing(tmp_path
         team = teamfile.load(directory / "team.toml")
         for sender, recipient, text in demo_mixed.FLOW:
             assert demo_mixed.wait_delivered(team, sender, recipient, text, timeout=5), "\n".join(lines)
-        pane_pids = [r.pane_pid for r in seatpane.list_panes(team.server())]
-        assert len(pane_pids) == 3
+        rows = seatpane.list_panes(team.server())
+        pane_pids = [r.pane_pid for r in rows]  # the command server's control session's too: it must end
+        assert sorted(r.session for r in rows) == sorted([*(s.session for s in team.seats), CONTROL_SESSION])
     finally:
         demo.stop(directory, out=lines.append)
     assert not [p for pid in pane_pids for p in procs.session_members(pid)], "\n".join(lines)

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from fabrikito.base import procs, tmuxcontrol
 from fabrikito.base.errors import TmuxError
 from fabrikito.base.tmux import Server
 from fabrikito.launch import commandserver, seatfiles, status
@@ -136,6 +137,13 @@ def test_up_five_seats_then_status_then_down(
     assert "command server: started" in done.stdout
     command_server = commandserver.running_pid(team_path)
     assert command_server is not None
+    # it holds the one tmux control-mode client its commands share, on a session of its own
+    (client,) = tmux_server.run("list-clients", "-F", "#{client_pid} #{client_control_mode} #{session_name}").split(
+        "\n"
+    )[:-1]
+    client_pid, control_mode, session = client.split()
+    assert (control_mode, session) == ("1", tmuxcontrol.CONTROL_SESSION)
+    assert procs.info(int(client_pid)).ppid == command_server
     logged = [line[1:] for line in log_lines(team_path)]
     for role in roles:
         kickoff = EM_KICKOFF if role == "em" else KICKOFF
@@ -216,7 +224,7 @@ def test_up_five_seats_then_status_then_down(
     assert down.stdout.count(": stopped (session live-") == 5
     assert f"stopped the command server (pid {command_server})" in down.stdout
     assert commandserver.running_pid(team_path) is None and not commandserver.socket_path(team_path).exists()
-    assert not [r for r in bench_panes(tmux_server) if r.session.startswith("live-")]
+    assert not bench_panes(tmux_server)  # its client's session went with it (and tmux, with no session left)
     assert log_lines(team_path) == lines_before and lines_before
     assert (seats_dir / "api.settings.json").exists()
     assert {s: st for s, (st, _) in states(team_path).items()} == dict.fromkeys(roles, "down")

@@ -350,6 +350,56 @@ def test_the_server_stops_wanting_to_run_when_its_team_is_gone(team: teamfile.Te
         listener.close()
 
 
+def test_it_shares_one_control_client_and_ends_when_only_that_clients_session_is_left(
+    team: teamfile.Team, tmp_path: Path
+) -> None:
+    """The client keeps the tmux server running: with the seats' sessions gone, the server ends itself
+    (and tmux with it); and two teams' servers connecting to one tmux server at once never both connect
+    (a client connecting while another connects can crash tmux before 3.7)."""
+    from fabrikito.base import tmuxcontrol
+
+    tmux = team.server()
+    other_folder = tmp_path / "other"
+    other_folder.mkdir()
+    other = teamfile.load(write_team(other_folder, str(tmux.socket_name)))
+    for _ in range(5):
+        got: list[object] = []
+        threads = [
+            threading.Thread(target=lambda t, into: into.append(commandserver.connect_control(t)), args=(t, got))
+            for t in (team, other)
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        controls = [c for c in got if isinstance(c, tmuxcontrol.Control)]
+        assert len(controls) == 1 and tmux.alive()  # the second saw the first attached
+        controls[0].close()
+        wait_until(lambda: tmuxcontrol.CONTROL_SESSION not in tmux.run("list-sessions", "-F", "#{session_name}"))
+    assert commandserver.ensure_running(team)
+    wait_until(lambda: tmuxcontrol.CONTROL_SESSION in tmux.run("list-sessions", "-F", "#{session_name}"))
+    assert commandserver.connect_control(other) is None  # the team's server holds the one client
+    assert commandserver.stop(team) is not None
+    wait_until(lambda: tmuxcontrol.CONTROL_SESSION not in tmux.run("list-sessions", "-F", "#{session_name}"))
+    commandserver.socket_path(team.path).parent.mkdir(mode=0o700, exist_ok=True)
+    cwd = os.getcwd()
+    try:
+        listener, inode = forkserver._listen(team.path)
+    finally:
+        os.chdir(cwd)
+    try:
+        server = forkserver.Server(team.path, listener, inode, tmux.resolved_socket_path())
+        server.control = commandserver.connect_control(team)
+        assert server.control is not None and server.still_wanted()
+        for session in ("acme-em", "acme-sec"):
+            tmux.kill_session(session)
+        assert not server.still_wanted()  # only its client's session keeps tmux up
+        server.control.close()
+        wait_until(lambda: not tmux.alive())
+    finally:
+        listener.close()
+
+
 def test_down_stops_it_and_its_socket_goes(team: teamfile.Team) -> None:
     assert commandserver.stop(team) is None
     assert commandserver.ensure_running(team)

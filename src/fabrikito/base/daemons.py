@@ -49,6 +49,20 @@ def hold_lock(path: Path) -> int | None:
     return fd
 
 
+def flock_within(fd: int, seconds: float, step: float = 0.02) -> bool:
+    """Take ``fd``'s exclusive ``flock``, trying every ``step`` seconds for at most ``seconds``;
+    ``False`` when another process kept it that long."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(step)
+
+
 def start_detached(
     argv: Sequence[str], *, cwd: Path, err_path: Path, env: Mapping[str, str] | None = None
 ) -> subprocess.Popen[bytes]:

@@ -35,8 +35,11 @@ class Started:
         self.started = started
 
 
-def start(argv: list[str], env: Mapping[str, str], data: bytes = b"") -> Started:
+def start(argv: list[str], env: Mapping[str, str], data: bytes = b"", *, keep_stdin: bool = False) -> Started:
     """Start ``argv`` with three pipes; :func:`finish` feeds it ``data`` and reads what it writes.
+
+    ``keep_stdin``: its stdin stays open for the caller to write (``in_w``) though
+    ``data`` is empty (a tmux control-mode client reads its commands there).
 
     Between the two the caller does its own work while the program runs (``status``
     starts its pane list before it imports the rest).  Descriptors fabrikito opens
@@ -59,7 +62,7 @@ def start(argv: list[str], env: Mapping[str, str], data: bytes = b"") -> Started
         raise
     for fd in (in_r, out_w, err_w):
         os.close(fd)
-    if not data:
+    if not data and not keep_stdin:
         os.close(in_w)
         in_w = -1
     return Started(pid, in_w, out_r, err_r, data, started)
@@ -118,7 +121,7 @@ def finish(run: Started, timeout: float, on_out: Callable[[bytes], None] | None 
         if status is None:  # timed out or interrupted: the process does not outlive the call
             try:
                 if os.waitpid(pid, os.WNOHANG)[0] == 0:  # still running (reaped now if it had ended)
-                    os.kill(pid, _SIGKILL)
+                    os.kill(pid, SIGKILL)
                     os.waitpid(pid, 0)
             except ChildProcessError:
                 # Reaped already: a signal whose handler raised (SIGTERM to say) came just after the
@@ -145,4 +148,4 @@ def run(
     return finish(start(argv, env, data), timeout, on_out)
 
 
-_SIGKILL = 9  # signal.SIGKILL, without importing signal (an enum of every signal)
+SIGKILL = 9  # signal.SIGKILL, without importing signal (an enum of every signal)

@@ -224,18 +224,34 @@ class Server:
         length limit) and pastes it with ``-d``, so tmux deletes it; when the
         paste fails the buffer is deleted here, so none is left behind.
         """
-        name = f"fabrikito-{os.getpid()}-{os.urandom(6).hex()}"
+        name = buffer_name()
+        self.paste_buffer(name, pane, bracketed=bracketed, first=["load-buffer", "-b", name, "-", ";"], input=text)
+
+    def paste_buffer(
+        self, name: str, pane: str, *, bracketed: bool, first: Sequence[str] = (), input: str | None = None
+    ) -> None:
+        """Paste buffer ``name`` into ``pane`` and delete it (``first``: commands run before, in the same call,
+        ``input`` their stdin); on failure the buffer is deleted here, so none is left behind."""
         paste = ["paste-buffer", "-d", "-b", name, "-t", pane]
         if bracketed:
             paste.insert(1, "-p")
         try:
-            self.run("load-buffer", "-b", name, "-", ";", *paste, input=text.encode("utf-8"))
+            self.run(*first, *paste, input=None if input is None else input.encode("utf-8"))
         except TmuxError:
             try:
                 self.run("delete-buffer", "-b", name)
             except TmuxError:
                 pass  # never loaded, or already gone
             raise
+
+    def start_control_client(self, session: str) -> spawn.Started:
+        """A tmux control-mode client (``-C``) attached to ``session``, created if needed with ``sleep`` in it
+        (``new-session -A``), its stdin kept open for commands: :mod:`fabrikito.base.tmuxcontrol` speaks to
+        it.  ``-N``: it never starts a server; ``ignore-size,no-output``: it sizes no window and is sent no
+        pane's output.  Raises ``OSError`` when it cannot be started."""
+        argv = [self.binary, *self.server_flags, "-N", "-C", "new-session", "-A", "-s", session, "-x", "16", "-y", "4"]
+        argv += ["-f", "ignore-size,no-output", "--", "sleep", "2147483647"]
+        return spawn.start(argv, os.environ, keep_stdin=True)
 
     def resize_window(self, target: str, width: int, height: int) -> None:
         self.run("resize-window", "-t", target, "-x", str(width), "-y", str(height))
@@ -283,6 +299,11 @@ class Pending:
         if code != 0:
             raise TmuxError(argv, returncode=code, stderr=err.decode("utf-8", "replace"))
         return out.decode("utf-8", "replace")
+
+
+def buffer_name() -> str:
+    """A paste buffer's name no other paste uses."""
+    return f"fabrikito-{os.getpid()}-{os.urandom(6).hex()}"
 
 
 def socket_path_for_name(name: str) -> str:

@@ -40,7 +40,8 @@ from enum import StrEnum
 from fabrikito.base import statedir
 from fabrikito.base.errors import FabrikitoError, TmuxError
 from fabrikito.base.tmux import Pending, Server
-from fabrikito.base.values import frozen
+from fabrikito.base.tmuxcontrol import Controlled, controlled
+from fabrikito.base.values import field, frozen, replace
 from fabrikito.delivery import refusals, seatpane
 from fabrikito.delivery.grow import GROW_COLS, GROW_ROWS, Grower
 from fabrikito.delivery.identity import UNKNOWN_SENDER
@@ -55,7 +56,7 @@ from fabrikito.delivery.seatlock import (
     write_paste_record,
 )
 from fabrikito.log import msglog
-from fabrikito.screen import BoxReading, Recogniser, ScreenState, Verdict, recogniser_for
+from fabrikito.screen import BoxReading, PaneSnapshot, Recogniser, ScreenState, Verdict, recogniser_for
 from fabrikito.team.agents import CLAUDE, AgentKind
 from fabrikito.team.agents import kind as kind_of
 from fabrikito.team.hosts import here_of
@@ -64,6 +65,9 @@ from fabrikito.team.teamfile import Seat, Team
 RENDER_TIMEOUT = 3.0
 ENTER_TIMEOUT = 6.0
 POLL = 0.01
+# Through a control-mode client a look costs no tmux process (base.tmux.Controlled), and a screen that did not
+# change is not recognised again: the agent's drawing of a paste is seen a few ms after it happens.
+POLL_CONTROLLED = 0.003
 # After the Enter the agent builds and sends its request: a look then (a tmux call and a capture) takes CPU
 # from it and delays the request by about 20 ms on two cores (docs/benchmarks.md), so the first look after
 # the Enter waits this long; the box is rarely empty again sooner.
@@ -115,6 +119,8 @@ class _Pane:
     recogniser: Recogniser
     trace: Callable[[str], None] = no_trace
     kind: AgentKind = CLAUDE
+    poll: float = POLL
+    last: list[tuple[PaneSnapshot, BoxReading]] = field(default_factory=list)  # the last screen recognised
 
     def read(self, started: Pending | None = None) -> tuple[seatpane.Look, BoxReading]:
         """One look (``started``: its tmux call, begun by :func:`_attach`) and what the screen shows."""
@@ -124,7 +130,11 @@ class _Pane:
             raise SeatNotReady(f"tmux cannot read the screen: {exc}") from None
         if look.dead:
             raise SeatNotReady("the seat's pane is dead (its process exited)")
-        return look, self.recogniser.recognise(look.snapshot)
+        if self.last and self.last[0][0] == look.snapshot:  # a recogniser reads the snapshot only
+            return look, self.last[0][1]
+        reading = self.recogniser.recognise(look.snapshot)
+        self.last[:] = [(look.snapshot, reading)]
+        return look, reading
 
     def landed(self, reading: BoxReading) -> bool:
         return landed(self.kind, reading)
@@ -154,7 +164,7 @@ class _Pane:
         deadline = time.monotonic() + timeout
         look, reading = self.read() if first is None else first
         while not good(reading) and time.monotonic() < deadline:
-            time.sleep(POLL)
+            time.sleep(self.poll)
             look, reading = self.read()
         return look, reading
 
@@ -183,6 +193,10 @@ def deliver(ctx: Context, seat: Seat, sender: str, text: str) -> Delivery:
     unsafe = unsafe_characters(text)
     if unsafe is not None:
         return Delivery(seat.role, Result.REFUSED, unsafe)
+    if type(ctx.server) is Server and controlled(ctx.server) is not ctx.server:
+        # Run by the team's command server: looks, pastes and keys through its tmux control-mode client
+        # (base.tmuxcontrol), a look no process of its own.  Any other server (a test's replay) is used as it is.
+        return deliver(replace(ctx, server=controlled(ctx.server)), seat, sender, text)
     statedir.ensure_state_dir(ctx.team.base_dir, ctx.team.name)
     statedir.ensure_dir(say_dir(ctx.team))
     try:
@@ -218,7 +232,8 @@ def _attach(ctx: Context, seat: Seat) -> tuple[_Pane, Pending]:
         f"{seat.role}: pane {row.pane_id}, {agent.name} {agent.version or '(version unknown)'} pid {agent.pid}, "
         f"recognised as {recogniser.agent} {recogniser.version}"
     )
-    return _Pane(ctx.server, row.pane_id, row.window_id, recogniser, ctx.trace, kind_of(agent.name)), first
+    poll = POLL_CONTROLLED if isinstance(ctx.server, Controlled) else POLL
+    return _Pane(ctx.server, row.pane_id, row.window_id, recogniser, ctx.trace, kind_of(agent.name), poll), first
 
 
 def _reap(started: Pending) -> None:

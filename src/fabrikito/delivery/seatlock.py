@@ -7,7 +7,6 @@ what ``say`` itself left in a box and nothing else.  A refusal raised here has t
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import stat
@@ -16,7 +15,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from fabrikito.base import statedir
+from fabrikito.base import daemons, statedir
 from fabrikito.base.errors import StateFileError
 from fabrikito.team.teamfile import Team
 
@@ -58,17 +57,8 @@ def seat_lock(team: Team, role: str, *, timeout: float = LOCK_TIMEOUT) -> Iterat
     except StateFileError as exc:
         raise SeatRefusal(f"the lock is unusable: {exc}") from None
     try:
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    raise SeatNotReady(
-                        f"another say is typing into this seat and has not finished within {timeout:g} seconds"
-                    ) from None
-                time.sleep(0.02)
+        if not daemons.flock_within(fd, timeout):
+            raise SeatNotReady(f"another say is typing into this seat and has not finished within {timeout:g} seconds")
         yield
     finally:
         os.close(fd)

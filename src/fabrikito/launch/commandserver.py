@@ -14,17 +14,26 @@ its pid and start time once it listens) and listens on
 
 from __future__ import annotations
 
+import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from fabrikito.base import commandwire, daemons, procs, statedir
-from fabrikito.base.errors import FabrikitoError
+from fabrikito.base.errors import FabrikitoError, StateFileError
 from fabrikito.team.teamfile import Team
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy knows the name)
+if TYPE_CHECKING:
+    from fabrikito.base.tmux import Server
+    from fabrikito.base.tmuxcontrol import Control
 
 MODULE = "fabrikito.forkserver"
 START_WAIT = 5.0
 STOP_WAIT = 5.0
 ERR_NAME = "command-server.err"
+CONNECT_WAIT = 3.0
 
 
 def lock_path(team_path: Path) -> Path:
@@ -80,3 +89,44 @@ def stop(team: Team) -> str | None:
     if daemons.end(pid, lambda: daemons.lock_held(lock_path(team.path)), STOP_WAIT):
         return f"stopped the command server (pid {pid})"
     return f"killed the command server (pid {pid}): it did not stop within {STOP_WAIT:g} s"
+
+
+@contextmanager
+def tmux_events(server: Server) -> Iterator[None]:
+    """Hold this user's lock for ``server`` (a tmux server) while it connects a control-mode client, or
+    while it creates or kills sessions: tmux before 3.7 crashes when it tells a client still connecting
+    that a session came or went (:mod:`fabrikito.base.tmuxcontrol`).  Two teams may share a tmux server,
+    so the lock is the tmux server's (``$XDG_STATE_HOME/fabrikito/tmux-connect/``), not the team's.  Waits
+    at most :data:`CONNECT_WAIT` seconds, then goes on without it (a connection stuck that long has failed)."""
+    import hashlib
+
+    from fabrikito.base import xdg
+
+    fd = -1
+    try:
+        folder = xdg.state_home() / "tmux-connect"
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        statedir.ensure_dir(folder)
+        key = hashlib.sha256(os.path.realpath(server.resolved_socket_path()).encode()).hexdigest()[:24]
+        fd = statedir.open_plain(folder / f"{key}.lock", os.O_RDWR | os.O_CREAT)
+        daemons.flock_within(fd, CONNECT_WAIT, step=0.005)  # not taken in time: goes on without it
+    except (OSError, StateFileError):
+        pass  # no lock to take: go on as tmux itself would
+    try:
+        yield
+    finally:
+        if fd >= 0:
+            os.close(fd)
+
+
+def connect_control(team: Team) -> Control | None:
+    """The team's tmux control-mode client for the server to share with the commands it runs
+    (:mod:`fabrikito.base.tmuxcontrol`), or ``None``: the team's tmux server is not running, a client is
+    attached to it, or the client did not attach.  Connected under :func:`tmux_events`."""
+    from fabrikito.base import tmuxcontrol
+
+    server = team.server()
+    if not server.listening():
+        return None
+    with tmux_events(server):
+        return tmuxcontrol.connect(server)

@@ -23,6 +23,7 @@ from fabrikito.base.tmux import Server
 from fabrikito.base.values import frozen
 from fabrikito.delivery import seatpane
 from fabrikito.launch import seatinboxes
+from fabrikito.launch.commandserver import tmux_events
 from fabrikito.launch.otherseat import UsersOwnFile
 from fabrikito.launch.seatfiles import (
     LAUNCHER,
@@ -195,7 +196,8 @@ def up(
         if row is not None:
             run.progress(seat.role, "its pane had exited: starting it again")
             try:
-                srv.kill_session(seat.session)
+                with tmux_events(srv):
+                    srv.kill_session(seat.session)
             except TmuxError:
                 pass
         started = _start(run, seat)
@@ -233,7 +235,8 @@ def _start(run: _Run, seat: Seat) -> _Waiting | None:
     args += [";", "set-option", "-w", "-t", f"={seat.session}:", "remain-on-exit", "on"]
     t0 = time.monotonic()
     try:
-        out = srv.run(*args)
+        with tmux_events(srv):  # never while a command server's tmux client connects (tmux < 3.7 crashes)
+            out = srv.run(*args)
     except TmuxError as exc:
         run.fail(seat, f"tmux could not start its session: {exc}")
         return None
@@ -555,6 +558,12 @@ def down(
         stopped_server = commandserver.stop(team)
         if stopped_server is not None:
             out(stopped_server)
+        if srv.listening():
+            from fabrikito.base import tmuxcontrol
+
+            with tmux_events(srv):
+                for session_id in tmuxcontrol.remove_leftover(srv):  # its server was killed outright
+                    out(f"removed the command server's tmux session {tmuxcontrol.CONTROL_SESSION} ({session_id})")
     seatinboxes.stop(team, seats, out)
     rows, running = list_panes(srv)
     if not running:
@@ -575,7 +584,8 @@ def down(
             continue
         tracked = _seat_processes(team, seat, row)
         try:
-            srv.kill_pane(row.pane_id)
+            with tmux_events(srv):
+                srv.kill_pane(row.pane_id)
         except TmuxError as exc:
             out(f"{seat.role}: could not stop pane {row.pane_id}: {exc}")
             failed = True

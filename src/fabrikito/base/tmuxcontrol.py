@@ -1,0 +1,444 @@
+"""The team's tmux control-mode client: a look at a seat without a tmux process of its own.
+
+A look at a seat is otherwise a tmux process (2-3 ms of CPU, eight to twelve
+of them a ``say``, on the cores where the agent is drawing the paste being
+checked).  The team's command server (:mod:`fabrikito.forkserver`) holds one
+tmux control-mode client (``tmux -C``, started by
+:meth:`fabrikito.base.tmux.Server.start_control_client`), and the commands it
+forks (``say``, ``flush``) send their tmux commands to it as lines of tmux's
+command language (:class:`Controlled`): an answer comes back in about 0.1 ms.
+
+Why one client, held by the server, and only when no client is attached:
+tmux before 3.7 crashes (the whole server, every seat with it) when it sends a
+notification (a session created or closed, a client detached, a pane entering
+copy mode...) to a control client that is still connecting (tmux issue 4980,
+fixed in 3.7).  A client per command would connect at any moment, next to
+other commands' clients coming and going; measured here, two connecting at
+once crashed tmux 3.3a in 8 runs of 15.  So the server connects once, when it
+starts, and only when tmux lists no attached client (no person who could
+detach or scroll meanwhile): :func:`connect`, called holding a lock of the tmux
+server's that ``up`` and ``down`` also hold while they create or kill sessions
+(``launch.commandserver.tmux_events``; two teams may share a tmux server).
+
+The client attaches to a session of its own (:data:`CONTROL_SESSION`, running
+``sleep``; a seat's session name starts with a letter or a digit), never to a
+seat's: an attached client sends the seat's pane focus events.  Nothing is
+written to it before tmux says it is attached (``%session-changed``): tmux
+runs what a control client writes as it arrives, even before the command that
+attaches it.  Its owner kills that session (by id) when it ends; one left by
+an owner killed outright is removed by ``down`` (:func:`remove_leftover`).
+Not ``destroy-unattached``: tmux 3.3a then keeps clients pointing at the freed
+session, and crashed (4 runs in 20) when a command connected as it went.
+
+The commands share the client one at a time (a lock on a memory file the
+forked commands inherit).  Each exchange is one write of at most ``PIPE_BUF``
+bytes (all or nothing, even for a command killed mid-write): a random marker
+printed first, the command, a second marker.  Whatever a command killed
+mid-exchange left unread comes before the first marker and is skipped.  tmux
+wraps each command's output in ``%begin T N F`` ... ``%end T N F`` (or
+``%error``) and writes notifications between blocks; a captured screen can
+show a line like ``%end ...`` but never the markers (printed to this client
+only).  So the answer is what lies between the markers' blocks: every block
+but the last ends at its first end line (tmux's own output), the last at its
+last one (a capture's forged line comes before the real one); at most one
+command of a chain may print a screen, as its last.
+
+A command that cannot be sent (the client gone, or busy past
+:data:`LOCK_WAIT`) runs as a tmux process of its own; so does one that only
+reads whose answer did not come.  One that types and was sent is never sent
+again: no answer is an error, as a tmux process that failed.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import select
+import time
+from collections.abc import Mapping, Sequence
+
+from fabrikito.base.errors import TmuxError
+from fabrikito.base.tmux import Pending, Server, buffer_name
+
+CONTROL_SESSION = "_fabrikito-control"
+#: Commands that only read: run by a tmux process of their own when the client did not answer.
+READ_ONLY = frozenset({"display-message", "list-panes", "capture-pane", "show-options", "list-sessions"})
+WRITE_MAX = 4000  # one exchange is one write, within PIPE_BUF (4096): atomic
+LOCK_WAIT = 1.0
+ATTACH_WAIT = 3.0
+_SAFE = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.,:/@=+")
+
+_SHARED: list[Control] = []  # the one this process offers (the server's, inherited by its children)
+
+
+def share(control: Control | None) -> None:
+    """Offer ``control`` to every command this process (and the children it forks) runs (``None``: none)."""
+    _SHARED[:] = [] if control is None else [control]
+
+
+def shared() -> Control | None:
+    return _SHARED[0] if _SHARED else None
+
+
+def controlled(server: Server) -> Server:
+    """``server``, its commands sent through the shared client when this process has one on that server."""
+    control = shared()
+    if control is None or control.broken is not None or control.flags != server.server_flags:
+        return server
+    return Controlled.over(server, control)
+
+
+class NotSent(TmuxError):
+    """Nothing was written to the client: the command may run as a tmux process of its own."""
+
+
+class Unanswered(TmuxError):
+    """The command was written and its answer did not come: it may have run."""
+
+
+class Control:
+    """One control-mode client, started by the process that creates this (its owner, the server)."""
+
+    __slots__ = (
+        "broken",
+        "buffer",
+        "flags",
+        "lines",
+        "lock_fd",
+        "owner",
+        "proc",
+        "seq",
+        "session_id",
+        "timeout",
+        "token",
+    )
+
+    def __init__(self, server: Server) -> None:
+        self.flags = server.server_flags
+        self.timeout = server.timeout
+        self.owner = os.getpid()
+        self.token = os.urandom(8).hex()
+        self.seq = 0
+        self.buffer = b""
+        self.lines: list[bytes] = []
+        self.broken: str | None = None  # why it cannot be used (in this process)
+        self.session_id = ""  # its session's, once attached
+        self.lock_fd = os.memfd_create("fabrikito-tmux-control")
+        try:
+            self.proc = server.start_control_client(CONTROL_SESSION)
+        except OSError:
+            os.close(self.lock_fd)
+            raise
+
+    # -- the owner -------------------------------------------------------------
+
+    def attach(self) -> bool:
+        """Wait until tmux reports the client attached to its session; ``False`` (and the client ended)
+        when it did not attach."""
+        deadline = time.monotonic() + ATTACH_WAIT
+        head = b"%session-changed "
+        try:
+            while True:
+                for line in self.lines:
+                    if line.startswith(b"%error ") or line == b"%exit":
+                        raise Unanswered([], returncode=None, stderr=b" ".join(self.lines).decode("utf-8", "replace"))
+                    if line.startswith(head) and line.endswith(b" " + CONTROL_SESSION.encode()):
+                        self.session_id = line[len(head) :].split(b" ", 1)[0].decode("ascii", "replace")
+                        self.exchange(["display-message", "-p", "attached"])
+                        return True
+                self._read_more(deadline)
+        except TmuxError as exc:
+            self.broken = f"it did not attach: {exc}"
+            self.close()
+            return False
+
+    def drain(self) -> None:
+        """Read what tmux wrote meanwhile (notifications), unless a command holds the client."""
+        if self.broken is not None or not self._lock(0.0):
+            return
+        try:
+            while select.select([self.proc.out_r], [], [], 0)[0]:
+                if not os.read(self.proc.out_r, 1 << 16):
+                    self.broken = "it ended"
+                    return
+        finally:
+            self._unlock()
+
+    def close(self) -> None:
+        """The owner only: kill its session (by id, once no command holds the client: the client is then
+        detached and ends), close its stdin and reap it.  Not ``destroy-unattached``: tmux 3.3a then
+        leaves clients pointing at the freed session (fixed after 3.7), and crashed when a command
+        connected meanwhile."""
+        if os.getpid() != self.owner or self.proc.in_w < 0:
+            return
+        proc = self.proc
+        if self.session_id and self._lock(LOCK_WAIT):
+            try:
+                if select.select([], [proc.in_w], [], 1.0)[1]:
+                    os.write(proc.in_w, f"kill-session -t {quote(self.session_id)}\n".encode())
+            except OSError:
+                pass  # it is gone already
+        self.broken = self.broken or "closed"
+        os.close(proc.in_w)
+        proc.in_w = -1
+        try:
+            ended = False
+            while not ended and select.select([proc.out_r], [], [], 1.0)[0]:
+                ended = not os.read(proc.out_r, 1 << 16)
+            if not ended and os.waitpid(proc.pid, os.WNOHANG)[0] == 0:
+                os.kill(proc.pid, 9)
+            os.waitpid(proc.pid, 0)
+        except ChildProcessError:
+            pass  # reaped already
+        finally:
+            for fd in (proc.out_r, proc.err_r, self.lock_fd):
+                os.close(fd)
+
+    # -- every process ---------------------------------------------------------
+
+    def exchange(self, args: list[str], *, shown: list[str] | None = None) -> str:
+        """Send one command chain (``;`` between commands, as for :meth:`Server.run`) and read its answer.
+
+        Raises :class:`NotSent` (nothing written), :class:`Unanswered` (written, no answer), or
+        :class:`TmuxError` with tmux's own error."""
+        shown = list(args) if shown is None else shown
+        if self.broken is not None:
+            raise NotSent(shown, returncode=None, stderr=self.broken, reason="the control client is not usable")
+        self.seq += 1
+        first, last = f"fabrikito-{self.token}-{self.seq}a", f"fabrikito-{self.token}-{self.seq}b"
+        line = " ".join(";" if arg == ";" else quote(arg) for arg in args)
+        data = f"display-message -p {first}\n{line}\ndisplay-message -p {last}\n".encode("utf-8", "surrogateescape")
+        if len(data) > WRITE_MAX:
+            raise NotSent(shown, returncode=None, stderr="", reason="too long for one write to the control client")
+        if not self._lock(LOCK_WAIT):
+            raise NotSent(shown, returncode=None, stderr="", reason="the control client stayed busy")
+        try:
+            self.buffer, self.lines = b"", []
+            deadline = time.monotonic() + self.timeout
+            try:  # room for PIPE_BUF bytes first (a write never blocks), then one write: all of it or nothing
+                if not select.select([], [self.proc.in_w], [], self.timeout)[1]:
+                    self.broken = "it did not read its commands in time"
+                    raise NotSent(shown, returncode=None, stderr=self.broken, reason="the control client is stuck")
+                os.write(self.proc.in_w, data)
+            except OSError as exc:
+                self.broken = f"it stopped reading ({exc})"
+                raise NotSent(shown, returncode=None, stderr=self.broken, reason="the control client is gone") from None
+            try:
+                start = self._block_of(first.encode(), deadline)
+                del self.lines[: start + 2]
+                end = self._block_of(last.encode(), deadline)
+            except Unanswered as exc:
+                raise Unanswered(shown, returncode=None, stderr=exc.stderr, reason="not answered") from None
+            answer = _parse_answer(self.lines[: end - 1], 1 + args.count(";"), shown)
+            if isinstance(answer, TmuxError):
+                raise answer
+            return answer
+        finally:
+            self._unlock()
+
+    def _block_of(self, marker: bytes, deadline: float) -> int:
+        """The index of ``marker``'s line in :attr:`lines`, once its whole block has been read."""
+        while True:
+            found = _marker_block(self.lines, marker)
+            if found is not None:
+                return found
+            self._read_more(deadline)
+
+    def _read_more(self, deadline: float) -> None:
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([self.proc.out_r], [], [], left)[0]:
+            self.broken = "it did not answer in time"
+            raise Unanswered([], returncode=None, stderr=self.broken)
+        block = os.read(self.proc.out_r, 1 << 16)
+        if not block:
+            self.broken = "it ended"
+            raise Unanswered([], returncode=None, stderr=self.broken)
+        parts = (self.buffer + block).split(b"\n")
+        self.buffer = parts.pop()
+        self.lines += parts
+
+    def _lock(self, wait: float) -> bool:
+        deadline = time.monotonic() + wait
+        while True:
+            try:
+                fcntl.lockf(self.lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return True
+            except OSError:
+                if time.monotonic() >= deadline:
+                    return False
+                time.sleep(0.001)
+
+    def _unlock(self) -> None:
+        fcntl.lockf(self.lock_fd, fcntl.LOCK_UN)
+
+
+class Done(Pending):
+    """A command a :class:`Controlled` server already ran: its answer, or its error."""
+
+    __slots__ = ("answer",)
+
+    def __init__(self, argv: list[str], answer: str | TmuxError) -> None:
+        super().__init__(argv, TmuxError(argv, returncode=None, stderr="", reason="answered"), 0.0)
+        self.answer = answer
+
+    def result(self, timeout: float | None = None) -> str:
+        if isinstance(self.answer, TmuxError):
+            raise self.answer
+        return self.answer
+
+
+class Controlled(Server):
+    """A :class:`Server` whose commands go through the shared :class:`Control`: the same argument lists,
+    the same answers; a command with ``input`` or ``env``, or a chain reading more than one screen, runs as a
+    tmux process of its own."""
+
+    __slots__ = ("control",)
+    control: Control
+
+    @classmethod
+    def over(cls, server: Server, control: Control) -> Controlled:
+        made = cls(
+            socket_name=server.socket_name, socket_path=server.socket_path, timeout=server.timeout, binary=server.binary
+        )
+        object.__setattr__(made, "control", control)
+        return made
+
+    def start(self, *args: str, input: bytes | None = None, env: Mapping[str, str] | None = None) -> Pending:
+        if input is not None or env is not None or not _one_screen_last(args):
+            return super().start(*args, input=input, env=env)
+        try:
+            return Done(list(args), self.control.exchange(list(args)))
+        except NotSent:
+            return super().start(*args)
+        except Unanswered as exc:
+            return super().start(*args) if args[0] in READ_ONLY else Done(list(args), exc)
+        except TmuxError as exc:
+            return Done(list(args), exc)
+
+    def paste(self, pane: str, text: str, *, bracketed: bool = True) -> None:
+        name = buffer_name()
+        try:
+            self.load_buffer(name, text)
+        except NotSent:  # the client went or stayed busy: by a tmux process, as without it
+            if self._has_buffer(name):
+                self.run("delete-buffer", "-b", name)
+            super().paste(pane, text, bracketed=bracketed)
+            return
+        self.paste_buffer(name, pane, bracketed=bracketed)
+
+    def load_buffer(self, name: str, text: str) -> None:
+        """Buffer ``name`` set to ``text``, in pieces that each fit one write (``set-buffer -a``); errors
+        name the text ``<text>``, never its content."""
+        for index, piece in enumerate(_pieces(text)):
+            args = ["set-buffer", *(["-a"] if index else []), "-b", name, "--", piece]
+            self.control.exchange(args, shown=[*args[:-1], "<text>"])
+
+    def _has_buffer(self, name: str) -> bool:
+        try:
+            return name in self.run("list-buffers", "-F", "#{buffer_name}").split()
+        except TmuxError:
+            return False
+
+
+def connect(server: Server) -> Control | None:
+    """A control client on ``server`` (attached, its session marked), or ``None`` when a client is
+    attached to the server (see the module's docstring) or it did not attach.  The caller holds the
+    lock that every connecting server takes."""
+    try:
+        if server.run("list-clients", "-F", "#{client_pid}").strip():
+            return None
+        control = Control(server)
+    except (TmuxError, OSError):
+        return None
+    return control if control.attach() else None
+
+
+def remove_leftover(server: Server) -> list[str]:
+    """Kill every :data:`CONTROL_SESSION` no client is attached to (its owner was killed outright); the
+    session ids killed.  The caller holds the lock connecting servers take."""
+    try:
+        rows = server.run("list-sessions", "-F", "#{session_id} #{session_attached} #{session_name}").splitlines()
+    except TmuxError:
+        return []
+    killed = []
+    for row in rows:
+        session_id, attached, name = [*row.split(" ", 2), "", ""][:3]
+        if name == CONTROL_SESSION and attached == "0":
+            try:
+                server.run("kill-session", "-t", session_id)
+                killed.append(session_id)
+            except TmuxError:
+                pass  # gone meanwhile
+    return killed
+
+
+def _pieces(text: str) -> list[str]:
+    """``text`` cut so each piece, quoted, fits one exchange (and never inside a character)."""
+    pieces: list[str] = []
+    start, size = 0, 0
+    for at, char in enumerate(text):
+        cost = sum(1 if b in _SAFE or b == 0x20 else 4 for b in char.encode("utf-8", "surrogateescape"))
+        if size + cost > WRITE_MAX - 400 and at > start:
+            pieces.append(text[start:at])
+            start, size = at, 0
+        size += cost
+    pieces.append(text[start:])
+    return pieces
+
+
+def _marker_block(lines: list[bytes], marker: bytes) -> int | None:
+    """The index of ``marker``'s line once its whole block (``%begin``, the marker, ``%end``) has been read."""
+    start = 0
+    while True:
+        try:
+            at = lines.index(marker, start)
+        except ValueError:
+            return None
+        if at + 1 >= len(lines):
+            return None  # its end line is still to come
+        if at > 0 and lines[at - 1].startswith(b"%begin ") and lines[at + 1] == b"%end " + lines[at - 1][7:]:
+            return at
+        start = at + 1
+
+
+def _parse_answer(window: list[bytes], count: int, argv: list[str]) -> str | TmuxError:
+    """The output of ``count`` commands' blocks in ``window`` (notifications skipped), or tmux's error."""
+    out: list[bytes] = []
+    at = 0
+    for index in range(count):
+        begin = next((i for i in range(at, len(window)) if window[i].startswith(b"%begin ")), None)
+        if begin is None:
+            return TmuxError(argv, returncode=0, stderr="", reason="answered in an unexpected shape")
+        tag = window[begin][7:]
+        ends = [i for i in range(begin + 1, len(window)) if window[i] in (b"%end " + tag, b"%error " + tag)]
+        if not ends:
+            return TmuxError(argv, returncode=0, stderr="", reason="answered in an unexpected shape")
+        end = ends[-1] if index == count - 1 else ends[0]
+        if window[end].startswith(b"%error "):
+            said = b"\n".join(window[begin + 1 : end]).decode("utf-8", "replace")
+            return TmuxError(argv, returncode=1, stderr=said)
+        out += window[begin + 1 : end]
+        at = end + 1
+    return "".join(line.decode("utf-8", "replace") + "\n" for line in out)
+
+
+def _one_screen_last(args: Sequence[str]) -> bool:
+    """Whether at most one command of the chain prints what a pane shows (``capture-pane``), as its last."""
+    captures = [i for i, arg in enumerate(args) if arg == "capture-pane" and (i == 0 or args[i - 1] == ";")]
+    if not captures:
+        return True
+    return len(captures) == 1 and ";" not in args[captures[0] :]
+
+
+def quote(arg: str) -> str:
+    """``arg`` as one word of tmux's command language: double quotes, every byte but letters, digits, the
+    space and ``_-.,:/@=+`` written as an octal escape (tmux expands ``$`` and a leading ``~`` even
+    inside double quotes; a property test found the second)."""
+    raw = arg.encode("utf-8", "surrogateescape")
+    if raw and all(b in _SAFE for b in raw):
+        return arg
+    out = ['"']
+    for b in raw:
+        out.append(chr(b) if b in _SAFE or b == 0x20 else f"\\{b:03o}")
+    out.append('"')
+    return "".join(out)
