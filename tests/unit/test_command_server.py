@@ -400,6 +400,73 @@ def test_it_shares_one_control_client_and_ends_when_only_that_clients_session_is
         listener.close()
 
 
+def test_its_control_client_gone_its_commands_run_tmux_themselves(team: teamfile.Team) -> None:
+    """The server's client killed (or its session): served commands still answer as they do here."""
+    from fabrikito.base import tmuxcontrol
+
+    tmux = team.server()
+    assert commandserver.ensure_running(team)
+    wait_until(lambda: tmux.run("list-clients", "-F", "#{client_pid}").strip() != "")
+    os.kill(int(tmux.run("list-clients", "-F", "#{client_pid}").split()[0]), signal.SIGKILL)
+    wait_until(lambda: tmux.run("list-clients").strip() == "")
+    for argv in SAY:
+        assert same(fabrikito(argv, team.base_dir), here(argv, team.base_dir)), argv
+    assert commandserver.running_pid(team.path) is not None and tmux.alive()
+    assert tmuxcontrol.CONTROL_SESSION in tmux.run("list-sessions", "-F", "#{session_name}")  # left behind
+
+
+def test_down_removes_a_control_session_its_server_left(team: teamfile.Team) -> None:
+    from fabrikito.base import tmuxcontrol
+    from fabrikito.launch import lifecycle
+
+    tmux = team.server()
+    assert commandserver.ensure_running(team)
+    wait_until(lambda: tmuxcontrol.CONTROL_SESSION in tmux.run("list-sessions", "-F", "#{session_name}"))
+    pid = commandserver.running_pid(team.path)
+    assert pid is not None
+    os.kill(pid, signal.SIGKILL)  # no kill-session from it: its session stays
+    wait_until(lambda: tmux.run("list-clients").strip() == "")
+    said: list[str] = []
+    assert lifecycle.down(team, out=said.append, grace=1.0) == 0
+    assert any(
+        line.startswith(f"removed the command server's tmux session {tmuxcontrol.CONTROL_SESSION}") for line in said
+    )
+    assert not tmux.alive()  # no session left, tmux ended
+
+
+def test_the_tmux_event_lock_is_one_holder_at_a_time_and_never_a_hang(team: teamfile.Team) -> None:
+    """up and down hold it around creating and killing sessions, a server around connecting its client."""
+    tmux = team.server()
+    held = threading.Event()
+    release = threading.Event()
+
+    def holder() -> None:
+        with commandserver.tmux_events(tmux):
+            held.set()
+            release.wait(10)
+
+    thread = threading.Thread(target=holder)
+    thread.start()
+    held.wait(5)
+    threading.Timer(0.3, release.set).start()
+    started = time.monotonic()
+    with commandserver.tmux_events(tmux):
+        waited = time.monotonic() - started
+    thread.join()
+    assert 0.25 <= waited < commandserver.CONNECT_WAIT
+    release.clear()
+    held.clear()
+    thread = threading.Thread(target=holder)
+    thread.start()
+    held.wait(5)
+    started = time.monotonic()
+    with commandserver.tmux_events(tmux):  # held past CONNECT_WAIT: goes on without it
+        waited = time.monotonic() - started
+    release.set()
+    thread.join()
+    assert commandserver.CONNECT_WAIT <= waited < commandserver.CONNECT_WAIT + 1
+
+
 def test_down_stops_it_and_its_socket_goes(team: teamfile.Team) -> None:
     assert commandserver.stop(team) is None
     assert commandserver.ensure_running(team)
