@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from fabrikito.base import tmuxcontrol
 from fabrikito.base.errors import TmuxError
 from fabrikito.base.tmux import Server
-from fabrikito.base.tmuxcontrol import CONTROL_SESSION, Controlled, NotSent, Unanswered, controlled, quote
+from fabrikito.base.tmuxcontrol import CONTROL_SESSION, Control, Controlled, NotSent, Unanswered, controlled, quote
 from fabrikito.delivery import seatpane
 
 HOSTILE = (
@@ -185,6 +185,20 @@ def test_forked_commands_share_the_client_and_one_killed_mid_way_costs_the_other
     assert codes[0] in (0, -signal.SIGKILL) and codes[1:] == [0] * 6
     assert seatpane.look(shared, pane) == expected  # and the owner's own use after them
     assert server.alive()
+
+
+def test_a_command_killed_before_reading_its_answer_never_hands_it_to_the_next(shared: Controlled) -> None:
+    """Forked commands start from the same state: the answer a killed one left is skipped by the next,
+    whose markers are its own."""
+    assert shared.run("display-message", "-p", "warm") == "warm\n"
+    pid = os.fork()
+    if pid == 0:
+        Control._block_of = lambda self, marker, deadline: os._exit(0)  # type: ignore[method-assign]  # in the child
+        shared.control.exchange(["display-message", "-p", "the child's answer"])
+        os._exit(1)
+    assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
+    assert shared.run("display-message", "-p", "mine") == "mine\n"
+    assert shared.run("display-message", "-p", "and mine") == "and mine\n"
 
 
 def test_a_client_held_by_a_stopped_command_is_passed_by(shared: Controlled, server: Server) -> None:

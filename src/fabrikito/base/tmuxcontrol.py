@@ -110,15 +110,13 @@ class Control:
         "seq",
         "session_id",
         "timeout",
-        "token",
     )
 
     def __init__(self, server: Server) -> None:
         self.flags = server.server_flags
         self.timeout = server.timeout
         self.owner = os.getpid()
-        self.token = os.urandom(8).hex()
-        self.seq = 0
+        self.seq = 0  # exchanges made (by this process)
         self.buffer = b""
         self.lines: list[bytes] = []
         self.broken: str | None = None  # why it cannot be used (in this process)
@@ -205,7 +203,9 @@ class Control:
         if self.broken is not None:
             raise NotSent(shown, returncode=None, stderr=self.broken, reason="the control client is not usable")
         self.seq += 1
-        first, last = f"fabrikito-{self.token}-{self.seq}a", f"fabrikito-{self.token}-{self.seq}b"
+        # New for every exchange: forked commands start with the same state, and one killed mid-exchange
+        # leaves its markers' blocks for the next to skip, never to take for its own.
+        first, last = (f"fabrikito-{os.urandom(8).hex()}" for _ in range(2))
         line = " ".join(";" if arg == ";" else quote(arg) for arg in args)
         data = f"display-message -p {first}\n{line}\ndisplay-message -p {last}\n".encode("utf-8", "surrogateescape")
         if len(data) > WRITE_MAX:
