@@ -228,11 +228,13 @@ def _attach(ctx: Context, seat: Seat) -> tuple[_Pane, Pending]:
     except BaseException:
         _reap(first)
         raise
+    controlled = isinstance(ctx.server, Controlled)
     ctx.trace(
         f"{seat.role}: pane {row.pane_id}, {agent.name} {agent.version or '(version unknown)'} pid {agent.pid}, "
-        f"recognised as {recogniser.agent} {recogniser.version}"
+        f"recognised as {recogniser.agent} {recogniser.version}; read through "
+        + ("the command server's tmux control client" if controlled else "a tmux process per look")
     )
-    poll = POLL_CONTROLLED if isinstance(ctx.server, Controlled) else POLL
+    poll = POLL_CONTROLLED if controlled else POLL
     return _Pane(ctx.server, row.pane_id, row.window_id, recogniser, ctx.trace, kind_of(agent.name), poll), first
 
 
