@@ -4,6 +4,9 @@ itself (test_say_live.py) hold here, read and typed through the control client."
 
 from __future__ import annotations
 
+import os
+import shutil
+import signal
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -138,3 +141,44 @@ def test_served_concurrent_senders_are_each_delivered_once_and_unmixed(
     for m in delivered:
         assert len([t for t in texts if m in t]) == 1, texts
     assert served.tmux.alive()
+
+
+def test_served_flush_submits_what_say_left_and_never_a_persons_draft(
+    seat_factory: SeatFactory, standin: StandIn, served: Served, tmp_path: Path
+) -> None:
+    seat = seat_factory.start("dev")
+    team = served.start([seat])
+    tmux = served.tmux
+    record = team.parent / ".state" / "live" / "say" / "paste-dev"
+    # A say in its own process, killed between its two pastes (a tmux on PATH holds the second).
+    wrapper_dir, counter = tmp_path / "bin", tmp_path / "pastes"
+    wrapper_dir.mkdir()
+    (wrapper_dir / "tmux").write_text(
+        "#!/bin/sh\n"
+        'case "$*" in *paste-buffer*)\n'
+        f"  n=$(cat {counter} 2>/dev/null || echo 0); n=$((n+1)); echo $n > {counter}\n"
+        '  if [ "$n" -ge 2 ]; then exec sleep 60; fi;;\n'
+        "esac\n"
+        f'exec {shutil.which("tmux")} "$@"\n'
+    )
+    (wrapper_dir / "tmux").chmod(0o755)
+    env = {"PATH": f"{wrapper_dir}:{os.environ['PATH']}", "FABRIKITO_SERVER": "0"}
+    cut = start_fabrikito("say", "dev", "the message that was cut short", team=team, env=env)
+    wait_for(lambda: counter.exists() and counter.read_text().strip() == "2", 20, "say to paste its message")
+    os.killpg(cut.pid, signal.SIGKILL)
+    cut.wait(timeout=10)
+    wait_for(lambda: "[from live-test]" in tmux.capture(seat.pane), 20, "the label in the box")
+    assert record.exists()
+    mark = standin.mark()
+    done = fabrikito("flush", "dev", team=team)  # served: through the control client
+    assert done.returncode == 0 and "flushed dev" in done.stdout, done.stdout + done.stderr
+    assert "[from live-test]" in standin.wait_for_request("dev", "[from live-test]", since=mark).last_user_text
+    assert not record.exists()
+    wait_for(lambda: "[from live-test]" not in tmux.capture(seat.pane).split("❯")[-1], 20, "the box empty again")
+    tmux.send_keys(seat.pane, "my own draft", literal=True)
+    wait_for(lambda: "my own draft" in tmux.capture(seat.pane), 10, "the draft")
+    done = fabrikito("flush", "dev", team=team)
+    assert done.returncode == EXIT_REFUSED and "left as it is" in done.stderr, done.stderr
+    time.sleep(0.3)
+    assert "my own draft" in tmux.capture(seat.pane)
+    assert [line[3] for line in log_lines(team)][-2:] == ["FLUSHED", "NOT-FLUSHED"]
