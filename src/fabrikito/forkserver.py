@@ -394,11 +394,14 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _connect(team_path: Path) -> tmuxcontrol.Control | None:
+    """The tmux control client its commands share, or ``None`` (they then run tmux themselves): whatever
+    goes wrong connecting it, the server serves without it, the reason in its error file."""
     from fabrikito.team import teamfile
 
     try:
         return connect_control(teamfile.load(team_path))
-    except (OSError, FabrikitoError):
+    except Exception:  # a server without the client is slower, not broken
+        traceback.print_exc()
         return None
 
 

@@ -467,6 +467,17 @@ def test_the_tmux_event_lock_is_one_holder_at_a_time_and_never_a_hang(team: team
     assert commandserver.CONNECT_WAIT <= waited < commandserver.CONNECT_WAIT + 1
 
 
+def test_a_control_client_that_cannot_be_made_leaves_the_server_serving(
+    team: teamfile.Team, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def broken(_team: teamfile.Team) -> None:
+        raise RuntimeError("no memory file here")
+
+    monkeypatch.setattr(forkserver, "connect_control", broken)
+    assert forkserver._connect(team.path) is None
+    assert "no memory file here" in capsys.readouterr().err  # in its error file, for whoever looks
+
+
 def test_down_stops_it_and_its_socket_goes(team: teamfile.Team) -> None:
     assert commandserver.stop(team) is None
     assert commandserver.ensure_running(team)
