@@ -104,6 +104,19 @@ class Server:
             return self._sessions_besides_its_own()
         return self.tmux_socket is None or _listening(self.tmux_socket)
 
+    def check(self) -> bool:
+        """Every :data:`CHECK_EVERY` seconds: whether to keep running; and, without a tmux control client
+        (none was attached when it started, or it went away), connect one if tmux lists no attached
+        client now (:func:`~fabrikito.launch.commandserver.connect_control`)."""
+        if not self.still_wanted():
+            return False
+        if self.control is None or self.control.broken is not None:
+            if self.control is not None:
+                self.control.close()  # its pipes (its client has ended)
+            self.control = _connect(self.team_path)
+            tmuxcontrol.share(self.control)
+        return True
+
     def _sessions_besides_its_own(self) -> bool:
         """Whether the team's tmux server has a session but the control client's (which keeps the tmux
         server running: when the seats are gone the server ends, and its client's session with it)."""
@@ -164,7 +177,7 @@ class Server:
             if pid == 0:
                 return
             if self.control is not None and pid == self.control.proc.pid:
-                self.control.broken = "it ended"  # the commands it runs from now on run tmux themselves
+                self.control.broken = "it ended"  # commands run tmux themselves until check connects again
                 tmuxcontrol.share(None)
             conn = self.children.pop(pid, None)
             if conn is None:
@@ -423,7 +436,7 @@ def _loop(server: Server) -> None:
             server.control.drain()  # tmux's notifications, read while no command holds the client
         if time.monotonic() - checked >= CHECK_EVERY:
             checked = time.monotonic()
-            if not server.still_wanted():
+            if not server.check():
                 return
 
 

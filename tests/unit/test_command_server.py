@@ -478,6 +478,46 @@ def test_a_control_client_that_cannot_be_made_leaves_the_server_serving(
     assert "no memory file here" in capsys.readouterr().err  # in its error file, for whoever looks
 
 
+def test_it_connects_its_client_once_nobody_is_attached_and_again_after_it_went(team: teamfile.Team) -> None:
+    from fabrikito.base import tmuxcontrol
+
+    tmux = team.server()
+    person = subprocess.Popen(
+        ["tmux", *tmux.server_flags, "-C", "attach", "-t", "acme-em"], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
+    commandserver.socket_path(team.path).parent.mkdir(mode=0o700, exist_ok=True)
+    cwd = os.getcwd()
+    try:
+        listener, inode = forkserver._listen(team.path)
+    finally:
+        os.chdir(cwd)
+    server = forkserver.Server(team.path, listener, inode, tmux.resolved_socket_path())
+    try:
+        wait_until(lambda: tmux.run("list-clients").strip() != "")
+        assert server.check() and server.control is None  # someone attached: not now
+        person.kill()
+        person.wait()
+        wait_until(lambda: tmux.run("list-clients").strip() == "")
+        assert server.check() and server.control is not None and tmuxcontrol.shared() is server.control
+        first = server.control.proc.pid
+        os.kill(first, signal.SIGKILL)
+
+        def reaped() -> bool:
+            server.reap()  # as its loop does
+            return server.control is not None and server.control.broken is not None
+
+        wait_until(reaped)
+        assert tmuxcontrol.shared() is None  # its commands run tmux themselves meanwhile
+        assert server.check() and server.control is not None and server.control.broken is None
+        assert server.control.proc.pid != first and tmuxcontrol.shared() is server.control
+    finally:
+        person.kill()
+        if server.control is not None:
+            server.control.close()
+        tmuxcontrol.share(None)
+        listener.close()
+
+
 def test_down_stops_it_and_its_socket_goes(team: teamfile.Team) -> None:
     assert commandserver.stop(team) is None
     assert commandserver.ensure_running(team)

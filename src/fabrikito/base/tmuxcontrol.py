@@ -14,9 +14,10 @@ notification (a session created or closed, a client detached, a pane entering
 copy mode...) to a control client that is still connecting (tmux issue 4980,
 fixed in 3.7).  A client per command would connect at any moment, next to
 other commands' clients coming and going; measured here, two connecting at
-once crashed tmux 3.3a in 8 runs of 15.  So the server connects once, when it
-starts, and only when tmux lists no attached client (no person who could
-detach or scroll meanwhile): :func:`connect`, called holding a lock of the tmux
+once crashed tmux 3.3a in 8 runs of 15.  So the server connects one client,
+and only when tmux lists no attached client (no person who could detach or
+scroll meanwhile; it looks again every 10 s while it has none):
+:func:`connect`, called holding a lock of the tmux
 server's that ``up`` and ``down`` also hold while they create or kill sessions
 (``launch.commandserver.tmux_events``; two teams may share a tmux server).
 
