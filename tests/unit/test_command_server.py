@@ -331,23 +331,28 @@ def test_the_server_declines_what_it_cannot_run(team: teamfile.Team) -> None:
     listener.close()
 
 
-def test_the_server_stops_wanting_to_run_when_its_team_is_gone(team: teamfile.Team) -> None:
+def in_process(team: teamfile.Team) -> forkserver.Server:
+    """A server object for the team, listening, in this process (its checks called by the test)."""
     commandserver.socket_path(team.path).parent.mkdir(mode=0o700, exist_ok=True)
     cwd = os.getcwd()
     try:
         listener, inode = forkserver._listen(team.path)  # binds from inside the folder
     finally:
         os.chdir(cwd)
+    return forkserver.Server(team.path, listener, inode, team.server().resolved_socket_path())
+
+
+def test_the_server_stops_wanting_to_run_when_its_team_is_gone(team: teamfile.Team) -> None:
+    server = in_process(team)
     try:
-        server = forkserver.Server(team.path, listener, inode, team.server().resolved_socket_path())
         assert server.still_wanted()
         team.server().kill_server()
         wait_until(lambda: not server.still_wanted())  # tmux leaves its socket: nobody listens on it
         assert commandserver.socket_path(team.path).exists()
-        other = forkserver.Server(team.path, listener, inode + 1, None)
+        other = forkserver.Server(team.path, server.listener, server.inode + 1, None)
         assert not other.still_wanted()  # the socket there is not its own
     finally:
-        listener.close()
+        server.listener.close()
 
 
 def test_it_shares_one_control_client_and_ends_when_only_that_clients_session_is_left(
@@ -381,14 +386,8 @@ def test_it_shares_one_control_client_and_ends_when_only_that_clients_session_is
     assert commandserver.connect_control(other) is None  # the team's server holds the one client
     assert commandserver.stop(team) is not None
     wait_until(lambda: tmuxcontrol.CONTROL_SESSION not in tmux.run("list-sessions", "-F", "#{session_name}"))
-    commandserver.socket_path(team.path).parent.mkdir(mode=0o700, exist_ok=True)
-    cwd = os.getcwd()
+    server = in_process(team)
     try:
-        listener, inode = forkserver._listen(team.path)
-    finally:
-        os.chdir(cwd)
-    try:
-        server = forkserver.Server(team.path, listener, inode, tmux.resolved_socket_path())
         server.control = commandserver.connect_control(team)
         assert server.control is not None and server.still_wanted()
         for session in ("acme-em", "acme-sec"):
@@ -397,7 +396,7 @@ def test_it_shares_one_control_client_and_ends_when_only_that_clients_session_is
         server.control.close()
         wait_until(lambda: not tmux.alive())
     finally:
-        listener.close()
+        server.listener.close()
 
 
 def test_its_control_client_gone_its_commands_run_tmux_themselves(team: teamfile.Team) -> None:
@@ -485,13 +484,7 @@ def test_it_connects_its_client_once_nobody_is_attached_and_again_after_it_went(
     person = subprocess.Popen(
         ["tmux", *tmux.server_flags, "-C", "attach", "-t", "acme-em"], stdin=subprocess.PIPE, stdout=subprocess.PIPE
     )
-    commandserver.socket_path(team.path).parent.mkdir(mode=0o700, exist_ok=True)
-    cwd = os.getcwd()
-    try:
-        listener, inode = forkserver._listen(team.path)
-    finally:
-        os.chdir(cwd)
-    server = forkserver.Server(team.path, listener, inode, tmux.resolved_socket_path())
+    server = in_process(team)
     try:
         wait_until(lambda: tmux.run("list-clients").strip() != "")
         assert server.check() and server.control is None  # someone attached: not now
@@ -515,7 +508,7 @@ def test_it_connects_its_client_once_nobody_is_attached_and_again_after_it_went(
         if server.control is not None:
             server.control.close()
         tmuxcontrol.share(None)
-        listener.close()
+        server.listener.close()
 
 
 def test_down_stops_it_and_its_socket_goes(team: teamfile.Team) -> None:
