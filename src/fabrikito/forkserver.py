@@ -52,8 +52,9 @@ MAX_REQUEST = 16 << 20
 PACKAGE = Path(__file__).resolve().parent
 
 
-class _Stop(Exception):
-    """A signal asked the server to end."""
+class _Stop(BaseException):
+    """A signal asked the server to end (not an ``Exception``: what catches those, answering a status or
+    connecting the tmux client, lets it through)."""
 
 
 def _on_signal(signo: int, frame: object) -> None:
@@ -389,9 +390,9 @@ def main(argv: list[str] | None = None) -> int:
         _preload()
         listener, inode = _listen(team_path)
         server = Server(team_path, listener, inode, _tmux_socket(team_path), fd)
-        server.control = _connect(team_path)
-        tmuxcontrol.share(server.control)
         os.pwrite(fd, f"{os.getpid()} {procs.info(os.getpid()).start_ticks}\n".encode(), 0)  # listening: ready
+        server.control = _connect(team_path)  # after: up does not wait for it (commands asked meanwhile wait)
+        tmuxcontrol.share(server.control)
         _loop(server)
     except _Stop:
         pass
@@ -402,7 +403,7 @@ def main(argv: list[str] | None = None) -> int:
         _remove_socket(team_path, inode)
         control = tmuxcontrol.shared()
         if control is not None:
-            control.close()  # it detaches: tmux ends its session
+            control.close()  # kills its session, then its client ends
     return 0
 
 

@@ -138,6 +138,7 @@ def test_up_five_seats_then_status_then_down(
     command_server = commandserver.running_pid(team_path)
     assert command_server is not None
     # it holds the one tmux control-mode client its commands share, on a session of its own
+    wait_for(lambda: tmux_server.run("list-clients").strip() != "", 10, "the command server's tmux client")
     (client,) = tmux_server.run("list-clients", "-F", "#{client_pid} #{client_control_mode} #{session_name}").split(
         "\n"
     )[:-1]
