@@ -114,9 +114,19 @@ class Server:
         if self.control is None or self.control.broken is not None:
             if self.control is not None:
                 self.control.close()  # its pipes (its client has ended)
+            self.connect()
+        return True
+
+    def connect(self) -> None:
+        """Connect the tmux control client its commands share, with the stop signals held until it is
+        connected and shared: a client its owner leaves half connected can keep tmux 3.3a from ever
+        exiting (measured: 2 of 5), while one it closes cannot (0 of 10); a stop then closes it."""
+        held = signal.pthread_sigmask(signal.SIG_BLOCK, HANDLED)
+        try:
             self.control = _connect(self.team_path)
             tmuxcontrol.share(self.control)
-        return True
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, held)
 
     def _sessions_besides_its_own(self) -> bool:
         """Whether the team's tmux server has a session but the control client's (which keeps the tmux
@@ -391,8 +401,7 @@ def main(argv: list[str] | None = None) -> int:
         listener, inode = _listen(team_path)
         server = Server(team_path, listener, inode, _tmux_socket(team_path), fd)
         os.pwrite(fd, f"{os.getpid()} {procs.info(os.getpid()).start_ticks}\n".encode(), 0)  # listening: ready
-        server.control = _connect(team_path)  # after: up does not wait for it (commands asked meanwhile wait)
-        tmuxcontrol.share(server.control)
+        server.connect()  # after: up does not wait for it (commands asked meanwhile wait)
         _loop(server)
     except _Stop:
         pass

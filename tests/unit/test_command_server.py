@@ -466,6 +466,34 @@ def test_the_tmux_event_lock_is_one_holder_at_a_time_and_never_a_hang(team: team
     assert commandserver.CONNECT_WAIT <= waited < commandserver.CONNECT_WAIT + 1
 
 
+def test_a_stop_while_it_connects_comes_once_its_client_is_connected_and_shared(
+    team: teamfile.Team, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A client its owner leaves half connected can keep tmux 3.3a from ever exiting: the stop signals are
+    held while it connects, and a stop that came meanwhile ends the server once the client can be closed."""
+    from fabrikito.base import tmuxcontrol
+
+    real = commandserver.connect_control
+
+    def stopped_meanwhile(t: teamfile.Team) -> tmuxcontrol.Control | None:
+        os.kill(os.getpid(), signal.SIGTERM)  # down's stop, while the client connects
+        return real(t)
+
+    monkeypatch.setattr(forkserver, "connect_control", stopped_meanwhile)
+    previous = signal.signal(signal.SIGTERM, forkserver._on_signal)
+    server = in_process(team)
+    try:
+        with pytest.raises(forkserver._Stop):
+            server.connect()
+        assert server.control is not None and tmuxcontrol.shared() is server.control  # connected, then stopped
+        server.control.close()  # what the server's way out does
+        wait_until(lambda: team.server().run("list-clients").strip() == "")
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        tmuxcontrol.share(None)
+        server.listener.close()
+
+
 def test_a_control_client_that_cannot_be_made_leaves_the_server_serving(
     team: teamfile.Team, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -512,12 +540,26 @@ def test_it_connects_its_client_once_nobody_is_attached_and_again_after_it_went(
 
 
 def test_down_stops_it_and_its_socket_goes(team: teamfile.Team) -> None:
+    """Stopped as it connects its tmux client, too: the client is connected or closed, never left half
+    connected (tmux 3.3a then may never exit), and the stop is not lost."""
     assert commandserver.stop(team) is None
-    assert commandserver.ensure_running(team)
-    pid = commandserver.running_pid(team.path)
-    assert commandserver.stop(team) == f"stopped the command server (pid {pid})"
-    assert not commandserver.socket_path(team.path).exists()
-    assert commandserver.running_pid(team.path) is None
+    tmux = team.server()
+    tmux_pid = int(tmux.run("display-message", "-p", "#{pid}"))
+    for _ in range(5):
+        assert commandserver.ensure_running(team)
+        pid = commandserver.running_pid(team.path)
+        assert commandserver.stop(team) == f"stopped the command server (pid {pid})"
+        assert not commandserver.socket_path(team.path).exists()
+        assert commandserver.running_pid(team.path) is None
+        wait_until(lambda: tmux.run("list-clients").strip() == "")
+        assert "acme-em" in tmux.run("list-sessions", "-F", "#{session_name}")  # tmux answers
+    tmux.kill_server()
+    wait_until(
+        lambda: (
+            not Path(f"/proc/{tmux_pid}").exists()
+            or Path(f"/proc/{tmux_pid}/stat").read_text().split(") ")[1][0] == "Z"
+        )
+    )
 
 
 def test_the_socket_and_lock_are_the_users_alone(team: teamfile.Team) -> None:

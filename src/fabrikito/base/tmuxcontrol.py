@@ -351,7 +351,11 @@ def connect(server: Server) -> Control | None:
         control = Control(server)
     except (TmuxError, OSError):
         return None
-    return control if control.attach() else None
+    try:
+        return control if control.attach() else None
+    except BaseException:
+        control.close()  # never left half connected (tmux 3.3a may then never exit)
+        raise
 
 
 def remove_leftover(server: Server) -> list[str]:
