@@ -119,16 +119,21 @@ def finish(run: Started, timeout: float, on_out: Callable[[bytes], None] | None 
             if fd >= 0:
                 os.close(fd)
         if status is None:  # timed out or interrupted: the process does not outlive the call
-            try:
-                if os.waitpid(pid, os.WNOHANG)[0] == 0:  # still running (reaped now if it had ended)
-                    os.kill(pid, SIGKILL)
-                    os.waitpid(pid, 0)
-            except ChildProcessError:
-                # Reaped already: a signal whose handler raised (SIGTERM to say) came just after the
-                # waitpid above returned.  Its exception goes on, not an ECHILD of ours, and a pid
-                # that may be another process's by now is never signalled.
-                pass
+            end(pid)
     return os.waitstatus_to_exitcode(status), b"".join(chunks[out_r]), b"".join(chunks[err_r])
+
+
+def end(pid: int) -> None:
+    """Kill child ``pid`` if it still runs, and reap it."""
+    try:
+        if os.waitpid(pid, os.WNOHANG)[0] == 0:  # still running (reaped now if it had ended)
+            os.kill(pid, _SIGKILL)
+            os.waitpid(pid, 0)
+    except ChildProcessError:
+        # Reaped already: a signal whose handler raised (SIGTERM to say) came just after the
+        # waitpid above returned.  Its exception goes on, not an ECHILD of ours, and a pid
+        # that may be another process's by now is never signalled.
+        pass
 
 
 def run(
@@ -148,4 +153,4 @@ def run(
     return finish(start(argv, env, data), timeout, on_out)
 
 
-SIGKILL = 9  # signal.SIGKILL, without importing signal (an enum of every signal)
+_SIGKILL = 9  # signal.SIGKILL, without importing signal (an enum of every signal)

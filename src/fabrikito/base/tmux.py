@@ -238,11 +238,15 @@ class Server:
         try:
             self.run(*first, *paste, input=None if input is None else input.encode("utf-8"))
         except TmuxError:
-            try:
-                self.run("delete-buffer", "-b", name)
-            except TmuxError:
-                pass  # never loaded, or already gone
+            self.drop_buffer(name)
             raise
+
+    def drop_buffer(self, name: str) -> None:
+        """Delete buffer ``name`` if tmux has it (never loaded, or already gone: nothing to do)."""
+        try:
+            self.run("delete-buffer", "-b", name)
+        except TmuxError:
+            pass
 
     def start_control_client(self, session: str) -> spawn.Started:
         """A tmux control-mode client (``-C``) attached to ``session``, created if needed with ``sleep`` in it

@@ -58,6 +58,7 @@ import select
 import time
 from collections.abc import Mapping, Sequence
 
+from fabrikito.base import spawn
 from fabrikito.base.errors import TmuxError
 from fabrikito.base.tmux import Pending, Server, buffer_name
 
@@ -184,12 +185,12 @@ class Control:
             ended = False
             while not ended and select.select([proc.out_r], [], [], 1.0)[0]:
                 ended = not os.read(proc.out_r, 1 << 16)
-            if not ended and os.waitpid(proc.pid, os.WNOHANG)[0] == 0:
-                os.kill(proc.pid, 9)
-            os.waitpid(proc.pid, 0)
+            if ended:  # its output closed: it is ending
+                os.waitpid(proc.pid, 0)
         except ChildProcessError:
-            pass  # reaped already
+            pass  # reaped already (by the server's loop)
         finally:
+            spawn.end(proc.pid)  # one that did not end within a second is killed
             for fd in (proc.out_r, proc.err_r, self.lock_fd):
                 os.close(fd)
 
@@ -321,8 +322,7 @@ class Controlled(Server):
         try:
             self.load_buffer(name, text)
         except NotSent:  # the client went or stayed busy: by a tmux process, as without it
-            if self._has_buffer(name):
-                self.run("delete-buffer", "-b", name)
+            self.drop_buffer(name)  # what pieces it took
             super().paste(pane, text, bracketed=bracketed)
             return
         self.paste_buffer(name, pane, bracketed=bracketed)
@@ -334,15 +334,9 @@ class Controlled(Server):
             args = ["set-buffer", *(["-a"] if index else []), "-b", name, "--", piece]
             self.control.exchange(args, shown=[*args[:-1], "<text>"])
 
-    def _has_buffer(self, name: str) -> bool:
-        try:
-            return name in self.run("list-buffers", "-F", "#{buffer_name}").split()
-        except TmuxError:
-            return False
-
 
 def connect(server: Server) -> Control | None:
-    """A control client on ``server`` (attached, its session marked), or ``None`` when a client is
+    """A control client on ``server``, attached to its session, or ``None`` when a client is
     attached to the server (see the module's docstring) or it did not attach.  The caller holds the
     lock that every connecting server takes."""
     try:
