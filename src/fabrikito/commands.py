@@ -158,14 +158,14 @@ def cmd_queue(args: argparse.Namespace) -> int:
 
 
 def cmd_flush(args: argparse.Namespace) -> int:
-    import os
-
+    from fabrikito.base.tmuxcontrol import controlled
     from fabrikito.delivery import flush, say
     from fabrikito.team import teamfile
 
     team = teamfile.load(args.team)
+    server = controlled(team.server())  # as say's
     return flush.run_flush(
-        team, team.server(), args.role, env_role=os.environ.get("TEAM_ROLE") or None, out=say.STDOUT, err=say.STDERR
+        team, server, args.role, env_role=os.environ.get("TEAM_ROLE") or None, out=say.STDOUT, err=say.STDERR
     )
 
 

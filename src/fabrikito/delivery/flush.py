@@ -22,8 +22,7 @@ from collections.abc import Callable
 from fabrikito.base import statedir
 from fabrikito.base.errors import FabrikitoError, StateFileError, TmuxError
 from fabrikito.base.tmux import Server
-from fabrikito.base.tmuxcontrol import controlled
-from fabrikito.base.values import frozen, replace
+from fabrikito.base.values import frozen
 from fabrikito.delivery import refusals, say, seatlock
 from fabrikito.delivery.grow import Grower
 from fabrikito.delivery.identity import UNKNOWN_SENDER
@@ -62,8 +61,6 @@ def _read_record(team: Team, role: str) -> dict[str, Any] | None:
 
 
 def flush_seat(ctx: say.Context, seat: Seat) -> FlushResult:
-    if type(ctx.server) is Server and controlled(ctx.server) is not ctx.server:  # as say.deliver
-        return flush_seat(replace(ctx, server=controlled(ctx.server)), seat)
     statedir.ensure_state_dir(ctx.team.base_dir, ctx.team.name)
     statedir.ensure_dir(seatlock.say_dir(ctx.team))
     try:

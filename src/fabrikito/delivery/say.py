@@ -40,8 +40,8 @@ from enum import StrEnum
 from fabrikito.base import statedir
 from fabrikito.base.errors import FabrikitoError, TmuxError
 from fabrikito.base.tmux import Pending, Server
-from fabrikito.base.tmuxcontrol import Controlled, controlled
-from fabrikito.base.values import field, frozen, replace
+from fabrikito.base.tmuxcontrol import Controlled
+from fabrikito.base.values import field, frozen
 from fabrikito.delivery import refusals, seatpane
 from fabrikito.delivery.grow import GROW_COLS, GROW_ROWS, Grower
 from fabrikito.delivery.identity import UNKNOWN_SENDER
@@ -193,10 +193,6 @@ def deliver(ctx: Context, seat: Seat, sender: str, text: str) -> Delivery:
     unsafe = unsafe_characters(text)
     if unsafe is not None:
         return Delivery(seat.role, Result.REFUSED, unsafe)
-    if type(ctx.server) is Server and controlled(ctx.server) is not ctx.server:
-        # Run by the team's command server: looks, pastes and keys through its tmux control-mode client
-        # (base.tmuxcontrol), a look no process of its own.  Any other server (a test's replay) is used as it is.
-        return deliver(replace(ctx, server=controlled(ctx.server)), seat, sender, text)
     statedir.ensure_state_dir(ctx.team.base_dir, ctx.team.name)
     statedir.ensure_dir(say_dir(ctx.team))
     try:
