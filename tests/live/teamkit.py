@@ -10,7 +10,9 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from fabrikito.base.tmux import Server
+from fabrikito.offline.replies import Reply
 from fabrikito.offline.seatkit import Seat
+from fabrikito.offline.standin import StandIn
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -97,3 +99,35 @@ def wait_for(check: Callable[[], bool], timeout: float, what: str, describe: Cal
 
 def screen(server: Server, pane: str) -> str:
     return server.capture(pane)
+
+
+def open_permission_prompt(tmux: Server, pane: str, standin: StandIn) -> None:
+    """Have the seat (permission mode ``default``) ask to run a Bash command, and wait for its dialog."""
+    standin.on("run the tool", Reply(tool="Bash", input={"command": "touch /tmp/fabrikito-never", "description": "t"}))
+    tmux.paste(pane, "run the tool")
+    tmux.send_keys(pane, "Enter")
+    wait_for(lambda: "Do you want to proceed?" in tmux.capture(pane), 30, "the permission prompt")
+
+
+def say_cut_between_pastes(team: Path, role: str, text: str, folder: Path) -> None:
+    """A ``say`` in its own process, killed between its two pastes, as a crash would: a ``tmux`` first on
+    its PATH lets the label's paste through and holds the message's (``folder`` keeps that wrapper)."""
+    import shutil
+    import signal
+
+    wrapper_dir, counter = folder / "bin", folder / "pastes"
+    wrapper_dir.mkdir()
+    (wrapper_dir / "tmux").write_text(
+        "#!/bin/sh\n"
+        'case "$*" in *paste-buffer*)\n'
+        f"  n=$(cat {counter} 2>/dev/null || echo 0); n=$((n+1)); echo $n > {counter}\n"
+        '  if [ "$n" -ge 2 ]; then exec sleep 60; fi;;\n'
+        "esac\n"
+        f'exec {shutil.which("tmux")} "$@"\n'
+    )
+    (wrapper_dir / "tmux").chmod(0o755)
+    env = {"PATH": f"{wrapper_dir}:{os.environ['PATH']}", "FABRIKITO_SERVER": "0"}  # its own tmux calls
+    proc = start_fabrikito("say", role, text, team=team, env=env)
+    wait_for(lambda: counter.exists() and counter.read_text().strip() == "2", 20, "say to paste its message")
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=10)

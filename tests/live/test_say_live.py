@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -19,7 +18,15 @@ from fabrikito.offline.seatkit import SeatFactory
 from fabrikito.offline.standin import StandIn
 from fabrikito.screen import ScreenState, recogniser_for
 
-from .teamkit import fabrikito, log_lines, start_fabrikito, wait_for, write_team
+from .teamkit import (
+    fabrikito,
+    log_lines,
+    open_permission_prompt,
+    say_cut_between_pastes,
+    start_fabrikito,
+    wait_for,
+    write_team,
+)
 
 pytestmark = pytest.mark.live
 
@@ -108,10 +115,7 @@ def test_permission_prompt_is_refused_and_nothing_is_typed(
 ) -> None:
     seat = seat_factory.start("dev", permission_mode="default")
     team = write_team(tmp_path / "team" / "team.toml", tmux_server, [seat])
-    standin.on("run the tool", Reply(tool="Bash", input={"command": "touch /tmp/fabrikito-never", "description": "t"}))
-    tmux_server.paste(seat.pane, "run the tool")
-    tmux_server.send_keys(seat.pane, "Enter")
-    wait_for(lambda: "Do you want to proceed?" in tmux_server.capture(seat.pane), 30, "the permission prompt")
+    open_permission_prompt(tmux_server, seat.pane, standin)
     before = tmux_server.capture(seat.pane)
     done = fabrikito("say", "dev", "1", team=team)
     assert done.returncode == EXIT_REFUSED, done.stdout + done.stderr
@@ -182,26 +186,7 @@ def test_sigkill_mid_paste_then_flush_submits_the_fragment(
     seat = seat_factory.start("dev")
     team = write_team(tmp_path / "team" / "team.toml", tmux_server, [seat])
     record = team.parent / ".state" / "live" / "say" / "paste-dev"
-    # say runs tmux from PATH: a wrapper there lets the label's paste through and holds the
-    # message's paste, so say is killed in the middle of its two pastes, as a crash would.
-    wrapper_dir = tmp_path / "bin"
-    wrapper_dir.mkdir()
-    counter = tmp_path / "pastes"
-    wrapper = wrapper_dir / "tmux"
-    wrapper.write_text(
-        "#!/bin/sh\n"
-        'case "$*" in *paste-buffer*)\n'
-        f"  n=$(cat {counter} 2>/dev/null || echo 0); n=$((n+1)); echo $n > {counter}\n"
-        '  if [ "$n" -ge 2 ]; then exec sleep 60; fi;;\n'
-        "esac\n"
-        f'exec {shutil.which("tmux")} "$@"\n'
-    )
-    wrapper.chmod(0o755)
-    env = {"PATH": f"{wrapper_dir}:{os.environ['PATH']}"}
-    proc = start_fabrikito("say", "dev", "the message that was cut short", team=team, env=env)
-    wait_for(lambda: counter.exists() and counter.read_text().strip() == "2", 20, "say to paste its message")
-    os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait(timeout=10)
+    say_cut_between_pastes(team, "dev", "the message that was cut short", tmp_path)
     wait_for(lambda: "[from live-test]" in tmux_server.capture(seat.pane), 20, "the label in the box")
     assert "cut short" not in tmux_server.capture(seat.pane)
     assert record.exists()

@@ -4,9 +4,6 @@ itself (test_say_live.py) hold here, read and typed through the control client."
 
 from __future__ import annotations
 
-import os
-import shutil
-import signal
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -16,12 +13,20 @@ import pytest
 from fabrikito.base import procs, tmuxcontrol
 from fabrikito.base.tmux import Server
 from fabrikito.launch import commandserver
-from fabrikito.offline.replies import Reply
 from fabrikito.offline.seatkit import Seat, SeatFactory
 from fabrikito.offline.standin import StandIn
 from fabrikito.team import teamfile
 
-from .teamkit import clean_env, fabrikito, log_lines, start_fabrikito, wait_for, write_team
+from .teamkit import (
+    clean_env,
+    fabrikito,
+    log_lines,
+    open_permission_prompt,
+    say_cut_between_pastes,
+    start_fabrikito,
+    wait_for,
+    write_team,
+)
 
 pytestmark = pytest.mark.live
 
@@ -109,10 +114,7 @@ def test_served_say_refuses_a_draft_copy_mode_and_a_dialog_with_nothing_typed(
     assert done.returncode == EXIT_REFUSED and "copy mode" in done.stderr, done.stderr
     tmux.run("send-keys", "-t", seat.pane, "-X", "cancel")
 
-    standin.on("run the tool", Reply(tool="Bash", input={"command": "touch /tmp/fabrikito-never", "description": "t"}))
-    tmux.paste(seat.pane, "run the tool")
-    tmux.send_keys(seat.pane, "Enter")
-    wait_for(lambda: "Do you want to proceed?" in tmux.capture(seat.pane), 30, "the permission prompt")
+    open_permission_prompt(tmux, seat.pane, standin)
     before = tmux.capture(seat.pane)
     done = fabrikito("say", "dev", "1", team=team)
     assert done.returncode == EXIT_REFUSED, done.stdout + done.stderr
@@ -150,23 +152,7 @@ def test_served_flush_submits_what_say_left_and_never_a_persons_draft(
     team = served.start([seat])
     tmux = served.tmux
     record = team.parent / ".state" / "live" / "say" / "paste-dev"
-    # A say in its own process, killed between its two pastes (a tmux on PATH holds the second).
-    wrapper_dir, counter = tmp_path / "bin", tmp_path / "pastes"
-    wrapper_dir.mkdir()
-    (wrapper_dir / "tmux").write_text(
-        "#!/bin/sh\n"
-        'case "$*" in *paste-buffer*)\n'
-        f"  n=$(cat {counter} 2>/dev/null || echo 0); n=$((n+1)); echo $n > {counter}\n"
-        '  if [ "$n" -ge 2 ]; then exec sleep 60; fi;;\n'
-        "esac\n"
-        f'exec {shutil.which("tmux")} "$@"\n'
-    )
-    (wrapper_dir / "tmux").chmod(0o755)
-    env = {"PATH": f"{wrapper_dir}:{os.environ['PATH']}", "FABRIKITO_SERVER": "0"}
-    cut = start_fabrikito("say", "dev", "the message that was cut short", team=team, env=env)
-    wait_for(lambda: counter.exists() and counter.read_text().strip() == "2", 20, "say to paste its message")
-    os.killpg(cut.pid, signal.SIGKILL)
-    cut.wait(timeout=10)
+    say_cut_between_pastes(team, "dev", "the message that was cut short", tmp_path)
     wait_for(lambda: "[from live-test]" in tmux.capture(seat.pane), 20, "the label in the box")
     assert record.exists()
     mark = standin.mark()
