@@ -48,6 +48,13 @@ LAUNCHER = "launcher"
 LIVE_TEST = "live-test"
 UNKNOWN_SENDER = "?"
 MAX_WALK = 100
+#: The sender of an inbox message whose process is no seat and no Claude Code session (inbox/peer.py).
+UNVERIFIED = "unverified-sender"
+#: The sender of an inbox message from a Claude Code session that is not one of the team's seats:
+#: ``session:<its registry name>``, so that it can never read as a role or as owner.
+SESSION_PREFIX = "session:"
+#: A session's registry name, as an inbox sender takes it (the shape of tmux and Claude Code names).
+SESSION_NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-")
 
 
 class IdentityRefused(FabrikitoError):
@@ -58,6 +65,16 @@ class IdentityRefused(FabrikitoError):
     def __init__(self, message: str, *, log_sender: str) -> None:
         super().__init__(message)
         self.log_sender = log_sender
+
+
+def message_sender_ok(team: Team, sender: str) -> bool:
+    """Whether ``sender`` is one fabrikito itself gives a message it queues: a role id of the team,
+    ``owner``, ``live-test``, an unverified inbox peer, or ``session:<name>`` (a name of letters, digits and
+    ``_.-``).  None of them holds a bracket or a space, so no label can be built from one."""
+    if sender in team.roles or sender in (OWNER, LIVE_TEST, UNVERIFIED):
+        return True
+    name = sender.removeprefix(SESSION_PREFIX)
+    return name != sender and 0 < len(name) <= 64 and name[0] not in "_.-" and set(name) <= SESSION_NAME_CHARS
 
 
 def check_team_role(team: Team, value: str, *, default_server: bool) -> str:
