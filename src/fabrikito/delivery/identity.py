@@ -103,6 +103,28 @@ def check_team_role(team: Team, value: str, *, default_server: bool) -> str:
     return value
 
 
+def check_machine(team: Team, sender: str, here: str | None) -> str:
+    """Refuse a sender that does not speak from this machine, for a team whose seats run on several: a seat
+    speaks from the machine it runs on, and the owner from the team's own (``here`` is ``None`` there, the
+    host's name on a host).  Returns ``sender``."""
+    seat = team.seat(sender)
+    where = "the team's own machine" if here is None else f"host {here}"
+    if seat is not None and seat.host != here:
+        runs = "the team's own machine" if seat.host is None else f"host {seat.host}"
+        raise IdentityRefused(
+            f"{sender} is a seat of {runs}, and this is {where}: a seat speaks from the machine it runs on "
+            f"(TEAM_ROLE={sender} here is refused)",
+            log_sender=sender,
+        )
+    if sender == OWNER and here is not None:
+        raise IdentityRefused(
+            f"this is {where}: the owner speaks from the team's own machine, so say runs there (here, set "
+            "TEAM_ROLE to a seat of this host only from inside it)",
+            log_sender=sender,
+        )
+    return sender
+
+
 def sender_from_ancestry(
     team: Team,
     panes: Sequence[PaneRow] | None,
