@@ -25,6 +25,9 @@ A connection speaks :mod:`fabrikito.inbox.protocol`:
   unfinished line dropped;
 * a line longer than :data:`MAX_LINE_BYTES` closes the connection; a message
   over 1,000,000 characters serialized is refused (:mod:`fabrikito.inbox.gate`);
+* who is at the other end is told at ``accept`` from the connecting process
+  (:func:`fabrikito.inbox.peer.identify`: its peer credentials, its
+  ancestors, a seat's pane, a live Claude Code session), never from the text;
 * each user line is judged by :class:`fabrikito.inbox.gate.Gate` (repeats,
   throttle, class) and then **queued**, never typed here: accepted messages as
   ``pending`` for the delivery worker, held ones as ``held`` until
