@@ -23,7 +23,7 @@ compare :func:`skeleton`\\ s, built in this order:
 4. every run of white space one space.
 
 The data is loaded only for a text that needs it: ASCII text folds with
-:data:`ASCII_PROTOTYPES` (the data's ASCII part, checked against it by a
+:data:`ASCII_FOLDS` (the data's ASCII part, checked against it by a
 test), and :func:`label_in` looks at the data only where a bracket is followed by
 something that reads as ``f``.  Text
 in other scripts is left as it is: a kickoff in Russian or Japanese holds no
@@ -35,8 +35,9 @@ from __future__ import annotations
 import re
 import unicodedata
 
-#: The data's prototypes of ASCII characters (every other ASCII character is its own).
-ASCII_PROTOTYPES = {"`": "'", '"': "''", "|": "l", "1": "l", "I": "l", "0": "O", "%": "º/₀", "m": "rn"}
+#: Step 2 for the ASCII characters that fold to more than their lower case (from the data: a test checks).
+ASCII_FOLDS = {'"': "''", "%": "º/₀", "0": "o", "1": "l", "I": "l", "M": "rn", "`": "'", "m": "rn", "|": "l"}
+_ASCII = str.maketrans({**{chr(c): chr(c).lower() for c in range(ord("A"), ord("Z") + 1)}, **ASCII_FOLDS})
 #: Letters that are not Cf or Mn but show nothing (Hangul fillers).
 INVISIBLE = frozenset("\u115f\u1160\u3164\uffa0")
 #: ASCII brackets kept apart from square ones: a reader does not take ``(from …)`` or ``{from …}`` for a label.
@@ -103,15 +104,15 @@ def _stripped(text: str) -> str:
 
 
 def _fold(char: str) -> str:
-    """Step 2 for one character of a stripped text."""
-    table = ASCII_PROTOTYPES if char.isascii() else prototypes()
+    """Step 2 for one character of a stripped text (ASCII by the shipped table, the rest by the data)."""
+    if char.isascii():
+        return char.translate(_ASCII)
+    table = prototypes()
     found = table.get(char)
     if found is None:
-        compatible = char if char.isascii() else unicodedata.normalize("NFKC", char)
+        compatible = unicodedata.normalize("NFKC", char)
         found = char if compatible == char else "".join(_fold(c) for c in _stripped(compatible))
-    once = found.casefold()
-    table = ASCII_PROTOTYPES if once.isascii() else prototypes()
-    return "".join(table.get(c, c) for c in once)
+    return "".join(table.get(c, c) for c in found.casefold())
 
 
 def _bracket(char: str, folded: str) -> str:
@@ -130,6 +131,8 @@ def skeleton(text: str) -> str:
 
     Raises :class:`DataMissing` for a text that needs the confusables data when it cannot be loaded.
     """
+    if text.isascii():  # no format character nor mark: one C call (role ids and senders on every command)
+        return " ".join(text.translate(_ASCII).split())
     return _folded(_stripped(text))
 
 
@@ -153,9 +156,11 @@ def label_in(text: str) -> str | None:
 
     Raises :class:`DataMissing` when such a text needs the data and it cannot be loaded.
     """
-    stripped = _stripped(text)
+    if not any(_opens(c) for c in set(text)):  # each distinct character once: most texts stop here
+        return None
+    stripped = text if text.isascii() else _stripped(text)
     for i, char in enumerate(stripped):
-        if char in PLAIN or not (char == "[" or char in OPENS_TOO or unicodedata.category(char) == "Ps"):
+        if not _opens(char):
             continue
         j = i + 1
         while j < len(stripped) and stripped[j].isspace():
@@ -171,6 +176,11 @@ def label_in(text: str) -> str | None:
         if found is not None:
             return stripped[i : origins[found.end() - 1] + 1]
     return None
+
+
+def _opens(char: str) -> bool:
+    """Whether ``char`` reads as an opening square bracket (step 3)."""
+    return char == "[" or char in OPENS_TOO or (char not in PLAIN and unicodedata.category(char) == "Ps")
 
 
 def _folded(stripped: str) -> str:
