@@ -345,8 +345,13 @@ def try_routes(host: OtherHost, standin: StandIn, tmux: Server, team: Path) -> N
         "say", "api", "try the routes", team=team, role="em", env={"FABRIKITO_SSH_CONFIG": str(host.config)}
     )
     assert said.returncode == 0, said.stdout + said.stderr
-    result = standin.wait_for_tool_result("api", "Bash", 120).content
-    assert "### tried" in result, result
+    wait_for(
+        lambda: any("### tried" in r.content for r in standin.tool_results("api", "Bash")),
+        120,
+        "api's Bash tool to try every route",
+        lambda: str([r.content[-300:] for r in standin.tool_results("api", "Bash")]),
+    )
+    (result,) = [r.content for r in standin.tool_results("api", "Bash") if "### tried" in r.content]
     assert "speaks only from the team's own machine" in result, result  # the owner, routed from a host
     assert "is not a seat of fk-remote" in result, result  # em, routed from the host em does not run on
     assert result.count("runs only fabrikito's routed say and flush") == 3, result  # the login is no shell
