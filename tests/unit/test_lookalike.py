@@ -84,7 +84,7 @@ def _parse(kickoff: str) -> teamfile.Team:
     return teamfile.parse(data, TEAM)
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     label=look_alike_label(),
     before=st.sampled_from(["", "Start. ", "Прочитай заметки. ", "ノートを読んで。", "ok\n"]),
@@ -95,7 +95,7 @@ def test_every_look_alike_label_in_a_kickoff_is_refused(label: str, before: str,
         _parse(before + label + after)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(label=look_alike_label())
 def test_every_look_alike_label_in_a_seats_kickoff_is_refused_too(label: str) -> None:
     data = {"name": "t", "seat": [{"role": "em", "session": "t-em", "permission_mode": "default", "kickoff": label}]}
@@ -112,13 +112,13 @@ JAPANESE = st.one_of(
 PUNCTUATION = st.sampled_from(list(" ,.!?:;—-「」『』（）()【】、。・\n"))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(st.text(st.one_of(CYRILLIC, PUNCTUATION), min_size=1, max_size=200).filter(str.strip))
 def test_ordinary_russian_text_is_a_kickoff(text: str) -> None:
     assert _parse(text).kickoff == text
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(st.text(st.one_of(JAPANESE, PUNCTUATION), min_size=1, max_size=200).filter(str.strip))
 def test_ordinary_japanese_text_is_a_kickoff(text: str) -> None:
     assert _parse(text).kickoff == text
