@@ -95,8 +95,16 @@ def test_a_pane_of_another_tmux_server_named_like_a_seat_is_unverified(team: tea
             other.kill_server()
 
 
-def test_a_seat_started_after_the_listing_was_kept_is_seen(team: teamfile.Team, tmp_path: Path) -> None:
-    kept: list[seatpane.PaneRow] = []  # listed before the seat's pane was there
+@pytest.mark.parametrize("server_known", [False, True])
+def test_a_seat_started_after_the_listing_was_kept_is_seen(
+    team: teamfile.Team, tmp_path: Path, server_known: bool
+) -> None:
+    """The kept listing is from before the seat's pane: empty (no server yet), or of the same server's other
+    panes (the inbox saw another seat a moment ago); either way the walk lists the panes again."""
+    kept: list[seatpane.PaneRow] = []
+    if server_known:
+        _pane_pid(team.server(), "t-em", ["sleep", "60"], tmp_path)
+        kept = seatpane.list_panes(team.server())
     pid = _pane_pid(team.server(), "t-cx", ["sleep", "60"], tmp_path)
     peer = identify(pid, team, lambda fresh: seatpane.list_panes(team.server()) if fresh else kept)
     assert peer.role == "cx"

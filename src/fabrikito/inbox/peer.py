@@ -80,7 +80,7 @@ def identify(pid: int | None, team: Team, panes: Callable[[bool], Sequence[PaneR
 
     ``panes(fresh)`` lists the team's tmux server's panes (``None`` when they could not be listed: no
     process is then inside a seat); a listing kept from a moment ago is used first, and listed again when
-    the walk meets a tmux server that listing does not know (a seat started since, or the server itself).
+    the walk reaches a tmux server before any pane it knows (a pane opened since, such as a seat started).
     """
     if pid is None or pid <= 0:
         return Peer(pid, what="the socket named no process")
@@ -108,14 +108,13 @@ def identify(pid: int | None, team: Team, panes: Callable[[bool], Sequence[PaneR
 class _Walk:
     pane: PaneRow | None  # the team's pane the process runs in
     session: tuple[int, int, dict[str, object]] | None  # the nearest live Claude Code session: pid, start, entry
-    stranger: bool  # the walk stopped at a tmux server the listing does not know
+    stranger: bool  # the walk stopped at a tmux server before any pane of the listing
     unreadable: str | None  # the process itself could not be read
 
 
 def _walk(pid: int, panes: Sequence[PaneRow] | None) -> _Walk:
     """Up from ``pid`` to a pane of ``panes``, a tmux server they do not know, or pid 1."""
     by_pid = {p.pane_pid: p for p in panes or ()}
-    servers = {p.server_pid for p in panes or ()}
     session: tuple[int, int, dict[str, object]] | None = None
     current = pid
     try:
@@ -129,8 +128,9 @@ def _walk(pid: int, panes: Sequence[PaneRow] | None) -> _Walk:
                     session = (current, info.start_ticks, entry)
             if current in by_pid:
                 return _Walk(by_pid[current], session, stranger=False, unreadable=None)
-            if info.name.startswith("tmux") and current not in servers:
-                return _Walk(None, session, stranger=True, unreadable=None)  # not a pane of the team's server
+            if info.name.startswith("tmux"):
+                # a pane the listing does not hold: of another tmux server, or one opened since it was taken
+                return _Walk(None, session, stranger=True, unreadable=None)
             current = info.ppid
     except (procs.ProcessGone, procs.ProcessUnreadable) as exc:
         if current == pid:
