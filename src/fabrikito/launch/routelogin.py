@@ -111,10 +111,12 @@ def _note(env: Mapping[str, str], what: str) -> None:
 
 
 def build_authorize_host(p: argparse.ArgumentParser) -> None:
-    p.description = (
-        "Print the authorized_keys line that lets a host's key run only fabrikito's routed say and flush on this "
-        "machine (OpenSSH's command=...,restrict), or add it with --install. Run it on each machine a host's "
-        "seats say to (the team's own machine, and the hosts that other hosts reach), for that host's key."
+    p.epilog = (
+        'The line is OpenSSH\'s command="<fabrikito> _host gate",restrict before the key: that key then runs only '
+        "fabrikito's routed say and flush on this machine. Run it on each machine a host's seats say to (the team's "
+        "own machine, and any host that other hosts' seats say to), for that host's key. "
+        "exit status: 0 printed, added, or there already; 2 bad usage, not one public key, or the key is there "
+        "already without the restriction (remove that line first)"
     )
     p.add_argument("key", metavar="KEY", help="the host's public key: a .pub file, or - to read it from stdin")
     p.add_argument("--install", action="store_true", help="add the line (once) instead of printing it")
