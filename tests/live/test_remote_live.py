@@ -302,15 +302,13 @@ import json, os, subprocess
 state = os.path.expanduser("~/.local/state/fabrikito/teams/live/.state/live")
 secret = open(os.path.join(state, "route-secret")).read().strip()  # a seat can read it, told not to or not
 here = json.load(open(os.path.join(state, "here.json")))
-voucher = json.dumps({"machine": "fk-remote", "secret": secret}) + "
-"
+voucher = json.dumps({"machine": "fk-remote", "secret": secret}) + "\n"
 pre = 'PATH="$HOME/.local/bin:$PATH" LANG="${LANG:-C.UTF-8}" '
 
 def run(argv, data=b"", shell=False):
     done = subprocess.run(argv, input=data, capture_output=True, timeout=60, shell=shell)
     shown = argv if isinstance(argv, str) else " ".join(argv)[:90]
-    print(f"### {shown} -> {done.returncode}
-{done.stdout.decode()[-400:]}{done.stderr.decode()[-400:]}")
+    print(f"### {shown} -> {done.returncode}\n{done.stdout.decode()[-400:]}{done.stderr.decode()[-400:]}")
 
 # 1. the secret piped by hand, through the origin login, as the owner and as the origin's seat em
 for sender in ("owner", "em"):
@@ -319,8 +317,7 @@ for sender in ("owner", "em"):
 # 2. a shell through the origin login: tmux typed into em, a plain command, a login shell
 run(["ssh", "-o", "BatchMode=yes", "fk-origin", "tmux -L SOCKET send-keys -t =live-em: typed-through-the-login Enter"])
 run(["ssh", "-o", "BatchMode=yes", "fk-origin", "id > /tmp/fabrikito-routes-ran-a-shell"])
-run(["ssh", "-T", "-o", "BatchMode=yes", "fk-origin"], b"id > /tmp/fabrikito-routes-ran-a-shell
-")
+run(["ssh", "-T", "-o", "BatchMode=yes", "fk-origin"], b"id > /tmp/fabrikito-routes-ran-a-shell\n")
 # 3. TEAM_ROLE of another machine's seat, here on the host
 run(f'TEAM_ROLE=em {os.environ["FABRIKITO"]} say web "as em, on the host"', shell=True)
 run(f'TEAM_ROLE=em {os.environ["FABRIKITO"]} say em "as em, to em"', shell=True)
