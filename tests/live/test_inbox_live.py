@@ -266,8 +266,8 @@ def test_hostile_clients_are_closed_refused_or_throttled_and_nothing_is_typed_tw
     wait_for(lambda: len(_messages(team, "cy")) == queue.MAX_WAITING, 10, "50 waiting for cy")
     assert {m.state for m in _messages(team, "cy")} == {State.HELD}  # a forged bypass envelope asserts no class
     assert {m.sender for m in _messages(team, "cy")} == {f"p{i}" for i in range(5)}
-    late = [_peer_line("late", f"the 51st of {run}", "bypass")]
-    post_from_pane(seat_factory.server, "fab-p0", cy_info.socket or "", cy_token, late, seat_factory.root / "late")
+    late = [_peer_line("late", f"the 51st of {run}", "bypass")]  # from a sixth peer, whose count is untouched
+    post_from_pane(seat_factory.server, "fab-b", cy_info.socket or "", cy_token, late, seat_factory.root / "late")
     wait_for(lambda: any("the 51st" in line[4] for line in log_lines(team_file)), 10, "the 51st's line")
     (last,) = [line for line in log_lines(team_file) if "the 51st" in line[4]]
     assert last[3] == "NOT-DELIVERED" and "already has 50 messages held" in last[4], last
