@@ -283,8 +283,8 @@ def test_a_team_on_two_hosts(
     origin_master = hosts.host(teamfile.load(team), "fk-remote").control_path
     before = team_ssh(other_host, origin_master)
     assert [p for p in before if origin_master in p], f"this machine's master to the host is not up: {before}"
-    mine = f" {other_host.uid}: "
-    assert [p for p in before if mine in p], f"the host's master to this machine is not up: {before}"
+    # (the host's own master, started by api's say from its Bash tool, may be gone already: Claude Code ends
+    # what a Bash command leaves running; down ends it, or finds it gone, and either way none may be left)
     down = fabrikito("down", team=team, role=None, env=env, timeout=120)
     assert down.returncode == 0, down.stdout + down.stderr
     assert "[fk-remote] api: stopped" in down.stdout and "[fk-remote] web: stopped" in down.stdout
