@@ -227,6 +227,12 @@ COMMANDS: tuple[Command, ...] = (
     ),
     Command("status", "show every seat's state and its last messages", "fabrikito.commands:cmd_status", _build_status),
     Command(
+        "authorize-host",
+        "print (or --install) the authorized_keys line that lets a host's key run only fabrikito's routed say here",
+        "fabrikito.launch.routelogin:cmd_authorize_host",
+        "fabrikito.launch.routelogin:build_authorize_host",
+    ),
+    Command(
         "qualify",
         "check your Claude Code release offline against what fabrikito reads, and accept it when it passes",
         "fabrikito.qualify.command:cmd_qualify",

@@ -16,7 +16,10 @@ What :class:`OtherHost` sets up (as root; Debian's ``openssh-server``, which
   key), ``fk-changed`` (a known_hosts with another key for it) and
   ``fk-refused`` (a key sshd does not take); and the user's own
   ``~/.ssh/config``, where ``fk-origin`` is root at the same sshd (for
-  seats on the host that say to seats here).
+  seats on the host that say to seats here), the user's key authorized there
+  the way the README says, by ``fabrikito authorize-host --install``: it runs
+  only fabrikito's gate (``command=…,restrict``), whose log root's sessions
+  keep in :attr:`OtherHost.origin_state` (``XDG_STATE_HOME``, set by sshd).
 
 :meth:`OtherHost.stop_sshd` stops the sshd and every connection it serves
 (the host is gone: the user's tmux server and seats, started over ssh, live
@@ -42,6 +45,8 @@ HOME = Path("/tmp/fab-host-fkremote")
 KEYS = Path("/tmp/fab-host-fkremote.ssh")
 SSHD = "/usr/sbin/sshd"
 REPO = Path(__file__).resolve().parents[2]
+#: What fabrikito needs on a Linux host (psutil is for platforms without /proc).
+DEPENDENCIES = ("confusable-homoglyphs>=3.3",)
 
 
 def _free_port() -> int:
@@ -115,11 +120,28 @@ class OtherHost:
         _keygen(self.keys / "stranger_key")
         ssh = self.home / ".ssh"
         ssh.mkdir(mode=0o700)
-        user_pub = _keygen(ssh / "id_ed25519")
+        _keygen(ssh / "id_ed25519")  # the host user's key: fk-origin authorizes it for the gate only (below)
         (self.keys / f"authorized_keys.{USER}").write_text(root_pub + "\n")
         os.chmod(self.keys / f"authorized_keys.{USER}", 0o644)  # sshd reads it as the user
         os.chmod(self.keys, 0o711)  # noqa: S103 -- the user may pass through, not list (the private keys are 0600)
-        (self.keys / "authorized_keys.root").write_text(user_pub + "\n")
+        authorized = self.keys / "authorized_keys.root"
+        done = subprocess.run(
+            [
+                str(REPO / "fabrikito"),
+                "authorize-host",
+                "--install",
+                "--file",
+                str(authorized),
+                str(ssh / "id_ed25519.pub"),
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=60,
+            env={"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(self.keys), "LANG": "C.UTF-8"},
+        )
+        assert done.returncode == 0 and "runs only fabrikito's routed say and flush" in done.stdout, done.stderr
+        self.origin_state = self.keys / "origin-state"  # root's XDG_STATE_HOME in its sshd sessions: the gate's log
         entry = f"[127.0.0.1]:{self.port}"
         key = " ".join(self.host_pub.split()[:2])
         (self.keys / "known_hosts").write_text(f"{entry} {key}\n")
@@ -137,6 +159,7 @@ class OtherHost:
             f"AuthorizedKeysFile {self.keys}/authorized_keys.%u\nPasswordAuthentication no\n"
             "KbdInteractiveAuthentication no\nPermitRootLogin prohibit-password\n"
             f"AllowUsers root {USER}\nMaxStartups 50\nMaxSessions 50\n"
+            f"Match User root\n  SetEnv XDG_STATE_HOME={self.keys / 'origin-state'}\n"
         )
         self.start_sshd()
 
@@ -162,15 +185,20 @@ class OtherHost:
 
         dist = self.keys / "dist"
         _run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "-w", str(dist), str(REPO)])
+        _run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "-d", str(dist), *DEPENDENCIES])
         (wheel,) = dist.glob("fabrikito-*.whl")
-        shutil.copy(wheel, self.home / wheel.name)
+        wheels = [wheel, *(w for w in dist.glob("*.whl") if w != wheel)]
+        for each in wheels:
+            shutil.copy(each, self.home / each.name)
         claude_setup.make_home(self.home)
         (self.home / "tmp").mkdir(mode=0o700)  # the seats' TMPDIR: their inbox sockets (/tmp/cc-socks is root's here)
         _run(["chown", "-R", f"{USER}:{USER}", str(self.home)])
         os.chmod(self.home, 0o700)
         venv = self.home / ".local" / "share" / "fabrikito-venv"
         self.as_user(["python3", "-m", "venv", str(venv)])
-        self.as_user([str(venv / "bin" / "pip"), "install", "--quiet", "--no-deps", "--no-index", wheel.name])
+        self.as_user(
+            [str(venv / "bin" / "pip"), "install", "--quiet", "--no-deps", "--no-index", *(w.name for w in wheels)]
+        )
         self.as_user(["mkdir", "-p", str(self.home / ".local" / "bin")])
         self.as_user(["ln", "-s", str(venv / "bin" / "fabrikito"), str(self.home / ".local" / "bin" / "fabrikito")])
 

@@ -12,6 +12,7 @@ no seat (unknown host key, changed host key, refused login, fabrikito missing).
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import time
 from collections.abc import Iterator
@@ -25,8 +26,9 @@ from fabrikito.delivery import route
 from fabrikito.offline import claude_setup
 from fabrikito.offline.replies import Reply
 from fabrikito.offline.standin import StandIn
-from fabrikito.team import teamfile
+from fabrikito.team import hosts, teamfile
 
+from . import remotekit
 from .remotekit import OtherHost
 from .teamkit import fabrikito, wait_for
 
@@ -274,12 +276,117 @@ def test_a_team_on_two_hosts(
     typed = [t for t in standin.last_user_texts("api") if "cut off mid-way" in t]
     assert len(typed) == 1, typed  # one turn: typed once, labelled
 
-    # -- down: both hosts ----------------------------------------------------------------------------------
+    # -- from inside a remote seat, every route tried: none passes for the owner or for em -----------------------
+    try_routes(other_host, standin, tmux_server, team)
+
+    # -- down: both hosts, and every ssh connection the team opened on either side ----------------------------
+    origin_master = hosts.host(teamfile.load(team), "fk-remote").control_path
+    before = team_ssh(other_host, origin_master)
+    assert [p for p in before if origin_master in p], f"this machine's master to the host is not up: {before}"
+    # (the host's own master, started by api's say from its Bash tool, may be gone already: Claude Code ends
+    # what a Bash command leaves running; down ends it, or finds it gone, and either way none may be left)
     down = fabrikito("down", team=team, role=None, env=env, timeout=120)
     assert down.returncode == 0, down.stdout + down.stderr
     assert "[fk-remote] api: stopped" in down.stdout and "[fk-remote] web: stopped" in down.stdout
     assert "em: stopped" in down.stdout
+    assert "ended the ssh connection to fk-remote" in down.stdout, down.stdout
+    wait_for(
+        lambda: not team_ssh(other_host, origin_master),
+        10,
+        "no ssh process of the team",
+        lambda: str(team_ssh(other_host, origin_master)),
+    )
     assert {s["state"] for s in seats_of(team, env).values()} == {"down"}
+
+
+TRY_ROUTES = r"""
+import json, os, subprocess
+state = os.path.expanduser("~/.local/state/fabrikito/teams/live/.state/live")
+secret = open(os.path.join(state, "route-secret")).read().strip()  # a seat can read it, told not to or not
+here = json.load(open(os.path.join(state, "here.json")))
+voucher = json.dumps({"machine": "fk-remote", "secret": secret}) + "\n"
+pre = 'PATH="$HOME/.local/bin:$PATH" LANG="${LANG:-C.UTF-8}" '
+
+def run(argv, data=b"", shell=False):
+    done = subprocess.run(argv, input=data, capture_output=True, timeout=60, shell=shell)
+    shown = argv if isinstance(argv, str) else " ".join(argv)[:90]
+    print(f"### {shown} -> {done.returncode}\n{done.stdout.decode()[-400:]}{done.stderr.decode()[-400:]}")
+
+# 1. the secret piped by hand, through the origin login, as the owner and as the origin's seat em
+for sender in ("owner", "em"):
+    command = f"{pre}{here['origin_command']} _host say {here['origin_team']} --sender {sender} em"
+    run(["ssh", "-o", "BatchMode=yes", "fk-origin", command], (voucher + f"by hand as {sender}").encode())
+# 2. a shell through the origin login: tmux typed into em, a plain command, a login shell
+run(["ssh", "-o", "BatchMode=yes", "fk-origin", "tmux -L SOCKET send-keys -t =live-em: typed-through-the-login Enter"])
+run(["ssh", "-o", "BatchMode=yes", "fk-origin", "id > /tmp/fabrikito-routes-ran-a-shell"])
+run(["ssh", "-T", "-o", "BatchMode=yes", "fk-origin"], b"id > /tmp/fabrikito-routes-ran-a-shell\n")
+# 3. TEAM_ROLE of another machine's seat, here on the host
+run(f'TEAM_ROLE=em {os.environ["FABRIKITO"]} say web "as em, on the host"', shell=True)
+run(f'TEAM_ROLE=em {os.environ["FABRIKITO"]} say em "as em, to em"', shell=True)
+print("### tried")
+"""
+
+
+def try_routes(host: OtherHost, standin: StandIn, tmux: Server, team: Path) -> None:
+    """From inside the remote seat api (its Bash tool, as the host's user), every way round the routing."""
+    script = host.home / "work" / "api" / "try_routes.py"
+    script.write_text(TRY_ROUTES.replace("SOCKET", str(tmux.socket_name)), encoding="utf-8")
+    subprocess.run(["chown", f"{remotekit.USER}:{remotekit.USER}", str(script)], check=True)
+    marker = Path("/tmp/fabrikito-routes-ran-a-shell")  # what a shell through the login would write
+    marker.unlink(missing_ok=True)
+    mark = standin.mark()
+    standin.on(
+        "try the routes",
+        Reply(tool="Bash", input={"command": "python3 try_routes.py", "description": "try"}, then=Reply("tried")),
+        seat="api",
+    )
+    said = fabrikito(
+        "say", "api", "try the routes", team=team, role="em", env={"FABRIKITO_SSH_CONFIG": str(host.config)}
+    )
+    assert said.returncode == 0, said.stdout + said.stderr
+    wait_for(
+        lambda: any("### tried" in r.content for r in standin.tool_results("api", "Bash")),
+        120,
+        "api's Bash tool to try every route",
+        lambda: str([r.content[-300:] for r in standin.tool_results("api", "Bash")]),
+    )
+    (result,) = [r.content for r in standin.tool_results("api", "Bash") if "### tried" in r.content]
+    assert "speaks only from the team's own machine" in result, result  # the owner, routed from a host
+    assert "is not a seat of fk-remote" in result, result  # em, routed from the host em does not run on
+    assert result.count("runs only fabrikito's routed say and flush") == 3, result  # the login is no shell
+    assert "em is a seat of the team's own machine, and this is host fk-remote" in result, result
+    # none arrived: nothing typed into em, no shell ran, every refusal logged where it was refused
+    time.sleep(2)
+    arrived = [r.last_user_text for r in standin.main_requests("em") if r.index >= mark]
+    assert [t for t in arrived if "by hand" in t or "as em" in t] == [], arrived
+    assert "typed-through-the-login" not in tmux.capture("=live-em:")
+    assert not marker.exists()
+    for sender in ("owner", "em"):
+        assert [sender, "em", "NOT-DELIVERED", f"by hand as {sender}"] in here_log(team)
+    assert ["em", "web", "NOT-DELIVERED", "as em, on the host"] in host_log(host)
+    assert ["em", "em", "NOT-DELIVERED", "as em, to em"] in host_log(host)
+    gate = (host.origin_state / "fabrikito" / "gate.log").read_text(encoding="utf-8")
+    assert "refused 'tmux -L" in gate and "refused 'id > /tmp" in gate and "refused a login shell" in gate, gate
+    assert gate.count("ran _host say") == 2 + 1  # the two by hand, and api's own say to em earlier
+
+
+def team_ssh(host: OtherHost, origin_master: str) -> list[str]:
+    """The team's ssh processes on both sides: this machine's master to the host (by its control socket), and
+    every ssh of the host's user, each as ``pid uid: command line`` (a master names itself ``ssh: <socket>
+    [mux]``, so ssh is known by its program, not its first word)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            program = os.path.basename(os.readlink(f"/proc/{entry}/exe"))
+            line = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode("utf-8", "replace")
+            uid = os.stat(f"/proc/{entry}").st_uid
+        except OSError:
+            continue
+        if program == "ssh" and (uid == host.uid or origin_master in line):
+            found.append(f"{entry} {uid}: {line}")
+    return found
 
 
 @pytest.mark.parametrize(

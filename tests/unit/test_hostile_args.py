@@ -77,6 +77,7 @@ EXTRA = {
     "status": [["--json"], ["--no-screens"]],
     "check": [["--json"]],
     "demo": [["--dir", "/proc/no/such"]],  # refused before anything starts
+    "authorize-host": [["/no/such.pub"], ["-"], ["--install", "--file", "/proc/no/such", "-"], [NOT_UTF8]],
 }
 SAFE_WITH_VALID_TEAM = {"check", "log", "status", "down", "sessions", "say", "flush", "send", "wait-idle"}
 
@@ -103,12 +104,12 @@ def test_hostile_arguments_get_a_one_line_error_and_a_documented_status(tmp_path
     for name, args in cases.items():
         if name == "valid team" and command not in SAFE_WITH_VALID_TEAM:
             continue
-        if command in ("send", "sessions", "wait-idle", "demo") and name != "unknown option":
+        if command in ("send", "sessions", "wait-idle", "demo", "authorize-host") and name != "unknown option":
             continue  # these take no team file as a required input; their own cases are below
         runs.append([command, *args, *(EXTRA.get(command, [[]])[0] if name == "valid team" else [])])
     team = ["--team", str(tmp_path / "team.toml")]
     for extra in EXTRA.get(command, []):
-        takes_team = command not in ("sessions", "demo")
+        takes_team = command not in ("sessions", "demo", "authorize-host")
         runs.append([command, *(team if takes_team else []), *extra])
     for argv in runs:
         done = run(argv, tmp_path)

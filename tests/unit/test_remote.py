@@ -388,3 +388,215 @@ def test_check_warns_when_the_hosts_cannot_reach_this_machine_and_not_of_root_on
     without = check.run(_team(tmp_path, bypass.replace('origin = "laptop"\n', "")), env={}, is_root=True)
     (warning,) = [w for w in without.warnings if w.kind == "no-origin"]
     assert warning.roles == ("api",) and "set origin in the team file" in warning.message
+
+
+# -- nothing on its word between machines ----------------------------------------------------------------
+
+
+def test_the_owner_is_taken_only_from_the_machine_the_owner_runs_on(tmp_path: Path) -> None:
+    from fabrikito.team import routekeys
+
+    origin = _team(tmp_path / "origin")
+    host = _team(tmp_path / "host")
+    hosts.mark_here(host, "build-2", origin_team=str(origin.path), origin_command="fabrikito")
+    routekeys.add_peers(origin, {"build-2": routekeys.digest(routekeys.secret(host))})
+    over_ssh = {"SSH_CONNECTION": "127.0.0.1 5 127.0.0.1 22"}
+    from_host = ("build-2", routekeys.secret(host))  # the host's own secret: a seat there can read it
+    route.check_routed(origin, "api", None, from_host, over_ssh)  # api runs on build-2: taken
+    with pytest.raises(route.NotTrusted, match="'owner' speaks only from the team's own machine"):
+        route.check_routed(origin, "owner", None, from_host, over_ssh)
+    with pytest.raises(route.NotTrusted, match="'em' is not a seat of build-2"):
+        route.check_routed(origin, "em", None, from_host, over_ssh)
+
+
+@pytest.mark.parametrize(
+    ("here", "sender", "refused"),
+    [
+        (None, "em", None),
+        (None, "owner", None),
+        (None, "api", "api is a seat of host build-2, and this is the team's own machine"),
+        ("build-2", "api", None),
+        ("build-2", "em", "em is a seat of the team's own machine, and this is host build-2"),
+        ("build-2", "owner", "the owner speaks from the team's own machine"),
+        ("build-2", "live-test", None),
+    ],
+)
+def test_a_sender_speaks_only_from_the_machine_it_runs_on(
+    tmp_path: Path, here: str | None, sender: str, refused: str | None
+) -> None:
+    from fabrikito.delivery import identity
+
+    team = _team(tmp_path)
+    if refused is None:
+        assert identity.check_machine(team, sender, here) == sender
+    else:
+        with pytest.raises(identity.IdentityRefused, match=refused):
+            identity.check_machine(team, sender, here)
+
+
+def test_say_on_a_host_with_another_machines_team_role_is_refused_and_logged(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    team = _team(tmp_path)
+    hosts.mark_here(team, "build-2", origin_team="/origin/team.toml", origin_command="fabrikito")
+    out: list[str] = []
+    err: list[str] = []
+    code = say.run_say(team, team.server(), "api", "as em", env_role="em", out=out.append, err=err.append)
+    assert code == say.EXIT_REFUSED, err
+    assert "em is a seat of the team's own machine, and this is host build-2" in err[0]
+    assert _lines(team) == [["em", "api", "NOT-DELIVERED", "as em"]]
+
+
+def test_every_seat_of_a_team_across_machines_is_told_not_to_read_its_routing_secret(tmp_path: Path) -> None:
+    from fabrikito.team import routekeys
+
+    team = _team(tmp_path)
+    secret = str(team.state_dir / routekeys.SECRET_FILE)
+    for role in ("em", "api"):
+        seat = team.seat(role)
+        assert seat is not None
+        assert f"Read(/{secret})" in seatfiles.seat_settings(team, seat)["permissions"]["deny"]
+    plain = _team(tmp_path / "plain", 'name = "p"\n[[seat]]\nrole = "em"\nsession = "p-em"\n')
+    assert "deny" not in seatfiles.seat_settings(plain, plain.seats[0])["permissions"]  # no secret on one machine
+
+
+ROUTED = (
+    'PATH="$HOME/.local/bin:$PATH" LANG="${LANG:-C.UTF-8}" /opt/fabrikito/bin/fabrikito '
+    "_host say /home/o/acme/team.toml --sender api em"
+)
+
+
+@pytest.mark.parametrize(
+    "asked",
+    [
+        "tmux -L acme send-keys -t acme-em hello Enter",
+        "id",
+        'PATH="$HOME/.local/bin:$PATH" LANG="${LANG:-C.UTF-8}" fabrikito _host up acme',
+        'PATH="$HOME/.local/bin:$PATH" LANG="${LANG:-C.UTF-8}" fabrikito _host log acme',
+        ROUTED + "; rm -rf ~",
+        ROUTED + " extra",
+        ROUTED.replace("--sender api", "--sender=api"),
+        ROUTED.replace("PATH=", "XPATH="),
+        "fabrikito _host say /home/o/acme/team.toml --sender api em",  # not as fabrikito sends it
+        'PATH="$HOME/.local/bin:$PATH" LANG="${LANG:-C.UTF-8}" _host say t --sender api em',  # no program
+        "",
+    ],
+)
+def test_the_gate_runs_only_a_routed_say_or_flush_as_fabrikito_sends_it(asked: str) -> None:
+    from fabrikito.launch import routelogin
+
+    assert routelogin.routed_args(asked) is None
+    assert routelogin.routed_args(ROUTED) == ["say", "/home/o/acme/team.toml", "--sender", "api", "em"]
+    assert routelogin.routed_args(ROUTED.replace("_host say", "_host flush"))[0] == "flush"  # type: ignore[index]
+
+
+def test_the_gate_refuses_and_notes_a_shell_a_command_and_a_login(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from fabrikito.launch import routelogin
+
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    peer = {"SSH_CONNECTION": "10.0.0.9 5 10.0.0.1 22"}
+    assert routelogin.gate({**peer, "SSH_ORIGINAL_COMMAND": "tmux -L acme send-keys x Enter"}) == 3
+    assert routelogin.gate(peer) == 3  # a login shell: no command at all
+    err = capsys.readouterr().err
+    assert err.count("this login runs only fabrikito's routed say and flush") == 2
+    log = (tmp_path / "state" / "fabrikito" / routelogin.GATE_LOG).read_text(encoding="utf-8").splitlines()
+    assert [line.split("\t")[1:] for line in log] == [
+        ["10.0.0.9", "refused 'tmux -L acme send-keys x Enter'"],
+        ["10.0.0.9", "refused a login shell"],
+    ]
+    assert stat.S_IMODE(os.stat(tmp_path / "state" / "fabrikito" / routelogin.GATE_LOG).st_mode) == 0o600
+
+
+def test_the_gate_hands_a_routed_say_to_the_host_side(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Run as sshd runs it: ``fabrikito _host gate`` with the route's command in SSH_ORIGINAL_COMMAND; the host's
+    side then refuses the unvouched sender, as it would without the gate, and logs it."""
+    import subprocess
+
+    team = _team(tmp_path)
+    env = {
+        "PATH": os.environ["PATH"],
+        "HOME": str(tmp_path),
+        "XDG_STATE_HOME": str(tmp_path / "state"),
+        "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src"),
+        "SSH_CONNECTION": "10.0.0.9 5 10.0.0.1 22",
+        "SSH_ORIGINAL_COMMAND": ROUTED.replace("/home/o/acme/team.toml", str(team.path)),
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "fabrikito", "_host", "gate"],
+        input=b'{"machine": "build-2", "secret": "0"}\nhello',
+        capture_output=True,
+        env=env,
+        check=False,
+        timeout=60,
+    )
+    assert done.returncode == 3, done.stderr
+    assert done.stdout.startswith(b"accepted\n") and b"not vouched for" in done.stdout
+    assert _lines(team) == [["api", "em", "NOT-DELIVERED", "hello"]]
+    log = (tmp_path / "state" / "fabrikito" / "gate.log").read_text(encoding="utf-8")
+    assert f"ran _host say {team.path} --sender api em" in log
+
+
+KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIAhsUqtu30UotgOgzJGxo6S0lV8Sz2+LdQ32Ej8Q/acy api@build-2"
+
+
+def test_authorize_host_prints_and_installs_the_restricted_line_once(tmp_path: Path) -> None:
+    from fabrikito.base.errors import UsageError
+    from fabrikito.launch import routelogin
+
+    line = routelogin.authorized_line(KEY + "\n")
+    assert line.startswith('command="') and line.endswith(f'",restrict {KEY}')
+    assert line.split('"')[1].endswith(" _host gate") and seatfiles.say_command() in line
+    keys = tmp_path / ".ssh" / "authorized_keys"
+    keys.parent.mkdir(mode=0o700)
+    keys.write_text("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOtherKeyOtherKeyOtherKeyOtherKeyOtherKey1 laptop\n")
+    assert "added to" in (routelogin.install(keys, line) or "")
+    assert "has this key already" in (routelogin.install(keys, line) or "")
+    assert keys.read_text().splitlines()[1] == line and len(keys.read_text().splitlines()) == 2
+    assert stat.S_IMODE(os.stat(keys).st_mode) == 0o600
+    plain = tmp_path / "plain_keys"
+    plain.write_text(KEY + "\n")  # the key is there already, unrestricted: a shell; left to the owner to remove
+    assert routelogin.install(plain, line) is None
+    for bad in ["", "not a key", "ssh-ed25519 !!!", f"{KEY}\n{KEY}", f'command="x" {KEY}']:
+        with pytest.raises(UsageError, match="not one OpenSSH public key"):
+            routelogin.authorized_line(bad)
+
+
+def test_authorize_host_on_the_command_line(tmp_path: Path) -> None:
+    import subprocess
+
+    pub = tmp_path / "build2.pub"
+    pub.write_text(KEY + "\n")
+    keys = tmp_path / "authorized_keys"
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src")}
+    cmd = [sys.executable, "-m", "fabrikito", "authorize-host"]
+    printed = subprocess.run([*cmd, str(pub)], capture_output=True, text=True, env=env, check=False)
+    assert printed.returncode == 0 and printed.stdout.strip().endswith(f",restrict {KEY}"), printed.stderr
+    assert not keys.exists()
+    installed = subprocess.run(
+        [*cmd, "--install", "--file", str(keys), "-"], input=KEY, capture_output=True, text=True, env=env, check=False
+    )
+    assert installed.returncode == 0 and keys.read_text().strip() == printed.stdout.strip(), installed.stderr
+    keys.write_text(KEY + "\n")
+    refused = subprocess.run(
+        [*cmd, "--install", "--file", str(keys), str(pub)], capture_output=True, text=True, env=env, check=False
+    )
+    assert refused.returncode == 2 and "without the restriction: remove that line first" in refused.stderr
+
+
+def test_down_ends_the_connections_of_this_machine_and_asks_each_host_to_end_its_own(
+    tmp_path: Path, fake_ssh: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    team = _team(tmp_path)
+    assert hosts.destinations(team, None) == ["build-2"]
+    assert hosts.destinations(team, "build-2") == ["laptop"]
+    from fabrikito.launch import multihost
+
+    monkeypatch.setenv("FAKE_SSH", "delivered")
+    lines: list[str] = []
+    multihost.run_down(team, None, out=lines.append)
+    calls = fake_ssh.read_text()
+    assert "_host down t --close api" in calls, calls
+    multihost.run_down(team, ["api"], out=lines.append)
+    assert fake_ssh.read_text().count("--close") == 1  # one seat down: the connections stay

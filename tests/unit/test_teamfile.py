@@ -1,13 +1,15 @@
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
-from fabrikito.base.errors import TeamFileError
+from fabrikito.base.errors import TeamFileError, TmuxError
 from fabrikito.team import check, teamfile
 from fabrikito.team.teamfile import PermissionClass
 
@@ -337,3 +339,94 @@ def test_a_seat_with_no_mode_whose_settings_choose_bypass_is_warned(tmp_path: Pa
     report = check.run(teamfile.load(path), is_root=False, env={"HOME": str(home)})
     (lost,) = [w for w in report.warnings if w.kind == "bypass-switched-off"]
     assert lost.roles == ("em",) and "will start in a prompting mode" in lost.message
+
+
+def _program(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f'#!/bin/sh\necho {text} > "$MARK"\n', encoding="utf-8")
+    path.chmod(0o755)
+    return path
+
+
+@pytest.mark.parametrize("key", ["agent", "command"])
+def test_a_relative_program_is_the_team_folders_and_is_checked_and_run_as_that_path(
+    tmp_path: Path, key: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``./bin/claude`` is the one beside the team file, whatever folder ``up`` runs in and whatever the
+    seat's folder holds: ``up``'s check and the pane's command line name that same absolute path, and a real
+    tmux pane started in the seat's folder runs it (not the copy there)."""
+    from fabrikito.base.tmux import Server
+    from fabrikito.launch import lifecycle, seatfiles
+    from fabrikito.team.agents import command_for
+
+    team_dir, seat_dir, elsewhere = tmp_path / "team", tmp_path / "seat", tmp_path / "elsewhere"
+    ours = _program(team_dir / "bin" / "claude", "team-folder")
+    _program(seat_dir / "bin" / "claude", "seat-folder")  # what tmux would have found in the seat's folder
+    elsewhere.mkdir()
+    header = 'name = "t"\n' + ('agent = "./bin/claude"\n' if key == "agent" else "")
+    body = f'[[seat]]\nrole = "em"\nsession = "t-em"\ncwd = "{seat_dir}"\npermission_mode = "default"\n'
+    if key == "command":
+        body += 'command = ["./bin/claude", "--flag"]\n'
+    path = write_team(team_dir, body, header=header)
+    monkeypatch.chdir(elsewhere)
+    team = teamfile.load(path)
+    seat = team.seat("em")
+    assert seat is not None
+    assert command_for(team, seat)[0] == str(ours)
+    lifecycle.require_agent(team)  # found, from a folder that has no ./bin/claude
+    argv = seatfiles.seat_command(team, seat)
+    assert str(ours) in argv and "./bin/claude" not in argv
+    mark = tmp_path / "ran"
+    server = Server(socket_name=f"fab-rel-{os.getpid()}", timeout=10.0)
+    try:
+        server.new_session("rel", [str(ours)], cwd=str(seat_dir), width=80, height=20, env={"MARK": str(mark)})
+        deadline = time.monotonic() + 10
+        while not mark.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        with contextlib.suppress(TmuxError):
+            server.kill_server()  # gone already once the program exited
+    assert mark.read_text().strip() == "team-folder"
+
+
+def test_a_relative_program_that_is_not_beside_the_team_file_is_refused_by_up(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from fabrikito.base.errors import UsageError
+    from fabrikito.launch import lifecycle
+
+    _program(tmp_path / "here" / "bin" / "claude", "cwd-copy")
+    (tmp_path / "team").mkdir()
+    path = write_team(
+        tmp_path / "team", seats(("em", "t-em", "default")), header='name = "t"\nagent = "./bin/claude"\n'
+    )
+    monkeypatch.chdir(tmp_path / "here")  # a ./bin/claude here is not the team file's
+    with pytest.raises(UsageError, match=str(tmp_path / "team" / "bin" / "claude")):
+        lifecycle.require_agent(teamfile.load(path))
+
+
+@pytest.mark.parametrize("host", ["origin", "Origin"])
+def test_origin_is_no_host_for_a_seat(tmp_path: Path, host: str) -> None:
+    body = f'[[seat]]\nrole = "api"\nsession = "t-api"\nhost = "{host}"\n'
+    with pytest.raises(TeamFileError, match=f"seat 'api': host '{host}' is the name the routing"):
+        teamfile.load(write_team(tmp_path, body))
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        '["--permission-mode", "plan", "--permission-mode", "bypassPermissions"]',
+        '["--permission-mode=acceptEdits", "--permission-mode", "default"]',
+        '["--dangerously-skip-permissions", "--permission-mode", "plan"]',
+    ],
+)
+def test_a_permission_mode_given_twice_in_args_is_refused_by_check(tmp_path: Path, args: str) -> None:
+    body = f'[[seat]]\nrole = "dev"\nsession = "t-dev"\nargs = {args}\n'
+    done = run_cli("check", "--team", str(write_team(tmp_path, body)))
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "seat 'dev': args set the permission mode 2 times" in done.stderr and "keep one" in done.stderr
+
+
+def test_one_permission_mode_in_args_is_classed_by_it(tmp_path: Path) -> None:
+    body = '[[seat]]\nrole = "dev"\nsession = "t-dev"\nargs = ["--permission-mode", "bypassPermissions"]\n'
+    assert teamfile.load(write_team(tmp_path, body)).seats[0].permission_class is PermissionClass.BYPASS

@@ -50,7 +50,8 @@ SOCKET_ROOM = 107 - 17
 #: The exit status of a remote shell that did not find the command.
 NOT_FOUND = 127
 
-_PREAMBLE = 'PATH="$HOME/.local/bin:$PATH" LANG="${LANG:-C.UTF-8}" '
+#: What every remote command starts with (the gate of a restricted login checks it: launch/routelogin.py).
+PREAMBLE = 'PATH="$HOME/.local/bin:$PATH" LANG="${LANG:-C.UTF-8}" '
 #: fabrikito on a host: on its PATH, ``~/.local/bin`` first.
 FABRIKITO = "fabrikito"
 
@@ -189,7 +190,7 @@ class Host:
 
         deadline = time.monotonic() + timeout
         self.connect(timeout=min(timeout, CONNECT_TIMEOUT + 5.0))
-        command = f"{_PREAMBLE}{program} {shlex.join(args)}"
+        command = f"{PREAMBLE}{program} {shlex.join(args)}"
         left = max(0.5, deadline - time.monotonic())
         argv = [*self.options(), "-o", "ControlMaster=no", "-T", self.dest, command]
         answer = self._spawn(argv, input, left, shown=timeout, on_out=on_out)

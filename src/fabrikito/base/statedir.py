@@ -182,6 +182,7 @@ def write_atomic(path: StrPath, data: bytes, *, sync: bool = True) -> None:
     tmp = os.path.join(head, f".{name}.{os.getpid()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, FILE_MODE)
     try:
+        os.fchmod(fd, FILE_MODE)  # exactly 0600 whatever the umask took away: the queue reads it so
         view = memoryview(data)
         while view:
             n = os.write(fd, view)

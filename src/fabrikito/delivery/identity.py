@@ -48,6 +48,13 @@ LAUNCHER = "launcher"
 LIVE_TEST = "live-test"
 UNKNOWN_SENDER = "?"
 MAX_WALK = 100
+#: The sender of an inbox message whose process is no seat and no Claude Code session (inbox/peer.py).
+UNVERIFIED = "unverified-sender"
+#: The sender of an inbox message from a Claude Code session that is not one of the team's seats:
+#: ``session:<its registry name>``, so that it can never read as a role or as owner.
+SESSION_PREFIX = "session:"
+#: A session's registry name, as an inbox sender takes it (the shape of tmux and Claude Code names).
+SESSION_NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-")
 
 
 class IdentityRefused(FabrikitoError):
@@ -58,6 +65,16 @@ class IdentityRefused(FabrikitoError):
     def __init__(self, message: str, *, log_sender: str) -> None:
         super().__init__(message)
         self.log_sender = log_sender
+
+
+def message_sender_ok(team: Team, sender: str) -> bool:
+    """Whether ``sender`` is one fabrikito itself gives a message it queues: a role id of the team,
+    ``owner``, ``live-test``, an unverified inbox peer, or ``session:<name>`` (a name of letters, digits and
+    ``_.-``).  None of them holds a bracket or a space, so no label can be built from one."""
+    if sender in team.roles or sender in (OWNER, LIVE_TEST, UNVERIFIED):
+        return True
+    name = sender.removeprefix(SESSION_PREFIX)
+    return name != sender and 0 < len(name) <= 64 and name[0] not in "_.-" and set(name) <= SESSION_NAME_CHARS
 
 
 def check_team_role(team: Team, value: str, *, default_server: bool) -> str:
@@ -84,6 +101,28 @@ def check_team_role(team: Team, value: str, *, default_server: bool) -> str:
             log_sender=value,
         )
     return value
+
+
+def check_machine(team: Team, sender: str, here: str | None) -> str:
+    """Refuse a sender that does not speak from this machine, for a team whose seats run on several: a seat
+    speaks from the machine it runs on, and the owner from the team's own (``here`` is ``None`` there, the
+    host's name on a host).  Returns ``sender``."""
+    seat = team.seat(sender)
+    where = "the team's own machine" if here is None else f"host {here}"
+    if seat is not None and seat.host != here:
+        runs = "the team's own machine" if seat.host is None else f"host {seat.host}"
+        raise IdentityRefused(
+            f"{sender} is a seat of {runs}, and this is {where}: a seat speaks from the machine it runs on "
+            f"(TEAM_ROLE={sender} here is refused)",
+            log_sender=sender,
+        )
+    if sender == OWNER and here is not None:
+        raise IdentityRefused(
+            f"this is {where}: the owner speaks from the team's own machine, so say runs there (here, set "
+            "TEAM_ROLE to a seat of this host only from inside it)",
+            log_sender=sender,
+        )
+    return sender
 
 
 def sender_from_ancestry(

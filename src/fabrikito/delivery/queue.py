@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import math
 import os
 import re
 import stat
@@ -51,6 +52,8 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy kno
 if TYPE_CHECKING:
     from fabrikito.delivery.say import Delivery
 
+#: The fields of a message's file, all of them and no others (the schema :func:`encode` writes).
+FIELDS = frozenset({"format", "id", "role", "sender", "text", "queued", "expires", "state", "reason"})
 MAX_WAITING = 50
 DEFAULT_EXPIRE = 30 * 60.0
 MAX_EXPIRE = 24 * 3600.0
@@ -167,25 +170,36 @@ def encode(msg: Message) -> bytes:
     return json.dumps(record, ensure_ascii=False).encode("utf-8", "surrogateescape")
 
 
-def decode(path: Path, data: bytes, role: str) -> Message:
-    """The message in ``data`` (the file ``path`` of seat ``role``), or :class:`Damaged`."""
+def decode(path: Path, data: bytes, team: Team, role: str) -> Message:
+    """The message in ``data`` (the file ``path`` of seat ``role``), or :class:`Damaged`.
+
+    Only what :func:`encode` writes is a message: its fields and no others, each of its kind, a sender
+    fabrikito gives (:func:`fabrikito.delivery.identity.message_sender_ok`), a text ``say`` would type and a
+    reason with nothing a terminal acts on.
+    """
+    from fabrikito.base.text import refusal_for
+    from fabrikito.delivery.identity import message_sender_ok
+
     match = NAME.fullmatch(path.name)
     if match is None:
         raise Damaged("its name is not one the queue gives")
     try:
         record = json.loads(data.decode("utf-8", "surrogateescape"))
-    except ValueError:
+    except (ValueError, RecursionError):
         raise Damaged("it is not the queue's JSON") from None
-    if not isinstance(record, dict) or record.get("format") != FORMAT:
+    if not isinstance(record, dict) or record.get("format") != FORMAT or type(record.get("format")) is not int:
         raise Damaged("it is not a message in the queue's format")
+    if set(record) != FIELDS:
+        odd = sorted(set(record) ^ FIELDS)
+        raise Damaged(f"its fields are not the queue's ({', '.join(map(str, odd))})")
     try:
         msg = Message(
             id=_str(record, "id"),
             role=_str(record, "role"),
             sender=_str(record, "sender"),
             text=_str(record, "text"),
-            queued=float(record["queued"]),
-            expires=float(record["expires"]),
+            queued=_time(record, "queued"),
+            expires=_time(record, "expires"),
             state=State(record["state"]),
             reason=_str(record, "reason"),
             path=path,
@@ -194,6 +208,15 @@ def decode(path: Path, data: bytes, role: str) -> Message:
         raise Damaged("a field is missing or of the wrong kind") from None
     if msg.role != role or msg.id != f"{role}-{match.group(2)}":
         raise Damaged(f"it names another seat or id ({msg.role}, {msg.id})")
+    if not message_sender_ok(team, msg.sender):
+        raise Damaged(
+            f"its sender {msg.sender!r} is not a role id of the team, owner or one of fabrikito's own origins"
+        )
+    why = refusal_for(msg.text) if msg.text.strip() else "it is empty"
+    if why is None and refusal_for(msg.reason) is not None:
+        why = "its reason holds characters a terminal acts on"
+    if why is not None:
+        raise Damaged(f"its text is not one fabrikito queues ({why})")
     return msg
 
 
@@ -202,6 +225,13 @@ def _str(record: dict[str, object], key: str) -> str:
     if not isinstance(value, str):
         raise TypeError(key)
     return value
+
+
+def _time(record: dict[str, object], key: str) -> float:
+    value = record[key]
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise TypeError(key)
+    return float(value)
 
 
 def write(msg: Message) -> None:
@@ -215,8 +245,9 @@ def remove(msg: Message) -> None:
     sync_dir(msg.path.parent)
 
 
-def read(path: Path, role: str) -> Message:
-    """Read one message file: :class:`Damaged` for anything but a plain file of ours holding one."""
+def read(path: Path, team: Team, role: str) -> Message:
+    """Read one message file: :class:`Damaged` for anything but a file fabrikito wrote: a plain file with one
+    name, this user's, mode 0600, holding a message (:func:`decode`)."""
     try:
         st = os.lstat(path)
     except FileNotFoundError:
@@ -225,13 +256,15 @@ def read(path: Path, role: str) -> Message:
         raise Damaged("it is not a plain file with one name (a link, a FIFO or a directory)")
     if st.st_uid != os.getuid():
         raise Damaged(f"it belongs to another user (uid {st.st_uid})")
+    if stat.S_IMODE(st.st_mode) != statedir.FILE_MODE:
+        raise Damaged(f"its mode is {stat.S_IMODE(st.st_mode):o}, and fabrikito writes its queue files 600")
     try:
         data = statedir.read_plain(path)
     except StateFileError as exc:
         raise Damaged(exc.message) from None
     if data is None:
         raise FileNotFoundError(path)
-    return decode(path, data, role)
+    return decode(path, data, team, role)
 
 
 # -- reading the whole queue -------------------------------------------------------
@@ -262,13 +295,13 @@ def scan(team: Team, roles: list[str] | None = None) -> Scan:
             damaged.append((path, "a seat's queue must be a directory (this is a file or a link)"))
             continue
         try:
-            messages[entry] = _scan_seat(path, entry, damaged)
+            messages[entry] = _scan_seat(team, path, entry, damaged)
         except OSError as exc:
             damaged.append((path, f"it cannot be read ({exc.strerror or exc})"))
     return Scan(messages, damaged)
 
 
-def _scan_seat(path: Path, role: str, damaged: list[tuple[Path, str]]) -> list[Message]:
+def _scan_seat(team: Team, path: Path, role: str, damaged: list[tuple[Path, str]]) -> list[Message]:
     found = []
     now = time.time()
     for name in sorted(os.listdir(path)):
@@ -280,7 +313,7 @@ def _scan_seat(path: Path, role: str, damaged: list[tuple[Path, str]]) -> list[M
             _remove_stale_tmp(file, now)
             continue
         try:
-            found.append(read(file, role))
+            found.append(read(file, team, role))
         except FileNotFoundError:
             continue
         except Damaged as exc:
@@ -313,7 +346,15 @@ def find(team: Team, msg_id: str) -> Message | None:
 def enqueue(
     team: Team, role: str, sender: str, text: str, *, expire: float, reason: str, state: State = State.PENDING
 ) -> Message:
-    """Add a message at the end of ``role``'s queue; :class:`QueueFull` at 50 waiting (or 50 held)."""
+    """Add a message at the end of ``role``'s queue; :class:`QueueFull` at 50 waiting (or 50 held).
+
+    ``sender`` must be one fabrikito gives (:func:`fabrikito.delivery.identity.message_sender_ok`): a file
+    with any other would be set aside unread, so none is written.
+    """
+    from fabrikito.delivery.identity import message_sender_ok
+
+    if not message_sender_ok(team, sender):
+        raise UsageError(f"{sender!r} is no sender of team {team.name}: nothing was queued")
     with seat_queue_lock(team, role):
         held = scan(team, [role]).messages.get(role, [])
         alike = (state,) if state is State.HELD else WAITING
@@ -349,7 +390,7 @@ def claim(team: Team, msg: Message) -> Message:
     """
     with seat_queue_lock(team, msg.role):
         try:
-            now = read(msg.path, msg.role)
+            now = read(msg.path, team, msg.role)
         except (FileNotFoundError, Damaged):
             raise Gone(f"{msg.id} is no longer in the queue (dropped?)") from None
         if now.state is not State.PENDING:

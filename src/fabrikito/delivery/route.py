@@ -24,7 +24,8 @@ connection fails:
 What the host trusts (:func:`check_routed`): the sender named on the command
 line is taken only when the first line on stdin vouches for it with the
 sending machine's secret (:mod:`fabrikito.team.routekeys`: the host knows only
-its hash) and the sender is ``owner`` or a seat of that machine; and only from
+its hash) and the sender is a seat of that machine, or ``owner`` from the team's
+own machine (where the owner runs); and only from
 a command that came in over ssh (``SSH_CONNECTION`` set), with no
 ``TEAM_ROLE`` (a seat has one), not from inside one of the host's seats (the
 same walk up the process tree ``say`` does).  A seat can read its own
@@ -155,6 +156,10 @@ def check_routed(
             "team's machine again, which hands the machines' secrets round"
         )
     seat = team.seat(sender)
+    if sender == OWNER and machine != routekeys.ORIGIN:
+        raise NotTrusted(
+            f"the sender 'owner' speaks only from the team's own machine, and this came from {machine}: refused"
+        )
     if sender != OWNER and (seat is None or routekeys.machine_name(seat.host) != machine):
         raise NotTrusted(f"the sender {sender!r} is not a seat of {machine}, where this came from")
     from fabrikito.delivery.say import _list_panes

@@ -435,17 +435,22 @@ def unsafe_characters(text: str) -> str | None:
 
 
 def who_speaks(team: Team, server: Server, env_role: str | None, panes: list[seatpane.PaneRow] | None) -> str:
-    """The sender's label: a checked ``TEAM_ROLE``, or the seat this runs inside, or ``owner``.
+    """The sender's label: a checked ``TEAM_ROLE``, or the seat this runs inside, or ``owner``; for a team on
+    several machines, one that speaks from this one (``identity.check_machine``).
 
     ``panes`` is ``None`` when tmux could not list them; when the team's server
     is not running there are none, and the walk up the process tree still
     refuses a pane of another server.  Raises ``IdentityRefused``.
     """
-    from fabrikito.delivery.identity import check_team_role, sender_from_ancestry
+    from fabrikito.delivery.identity import check_machine, check_team_role, sender_from_ancestry
 
     if env_role:
-        return check_team_role(team, env_role, default_server=server.is_default)
-    return sender_from_ancestry(team, panes)
+        sender = check_team_role(team, env_role, default_server=server.is_default)
+    else:
+        sender = sender_from_ancestry(team, panes)
+    if team.origin is None and all(s.host is None for s in team.seats):
+        return sender  # all on one machine
+    return check_machine(team, sender, here_of(team))
 
 
 def run_say(

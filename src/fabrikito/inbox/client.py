@@ -141,10 +141,13 @@ class PostResult:
     total_seconds: float
 
 
-def post(socket_path: str, payload: bytes, timeout: float = POST_TIMEOUT) -> PostResult:
+def post(socket_path: str, payload: bytes, timeout: float = POST_TIMEOUT, *, wait_close: bool = False) -> PostResult:
     """Connect to ``socket_path``, write ``payload``, shut down writing, close.
 
-    The timeout covers connect and write together.  Raises
+    The timeout covers connect and write together.  With ``wait_close`` the
+    connection is kept until the receiver closes it (within what is left of the
+    timeout): fabrikito's inbox tells who sent a message by its process, so the
+    process stays until the inbox has read it.  Raises
     :class:`ConnectFailedError` when nothing was sent, :class:`WriteFailedError` when
     the connection broke or ran out of time during the write.
     """
@@ -173,6 +176,13 @@ def post(socket_path: str, payload: bytes, timeout: float = POST_TIMEOUT) -> Pos
             sock.shutdown(socket.SHUT_WR)
         except OSError:
             pass  # everything was written; the receiver already hung up
+        if wait_close:
+            sock.settimeout(max(0.05, timeout - (time.monotonic() - t0)))
+            try:
+                while sock.recv(4096):
+                    pass
+            except OSError:
+                pass  # it was written whole; how long the receiver keeps the line open is its own affair
     finally:
         sock.close()
     return PostResult(socket_path, len(payload), t1 - t0, time.monotonic() - t0)
@@ -281,7 +291,8 @@ def send(
         target = resolve(to, cwd, env=env)
     token = choose_token(target, env=env)
     payload = build_payload(text, token.value)
-    result = post(target.socket_path, payload, timeout)
+    inbox = target.entry is not None and target.entry.fabrikito_inbox
+    result = post(target.socket_path, payload, timeout, wait_close=inbox)
     mode = receiver_mode or (target.entry.permission_mode if target.entry is not None else None)
     if target.entry is not None and target.entry.fabrikito_inbox:
         return SendReport(target, token, result, INBOX_FATE)
@@ -289,7 +300,8 @@ def send(
 
 
 INBOX_FATE = (
-    "written to fabrikito's inbox of a seat that is not Claude Code (the socket answers nothing).",
+    "written to fabrikito's inbox of a seat that is not Claude Code (the socket answers nothing); it labels the "
+    "message by who sent it: the seat whose pane this ran in, else unverified-sender.",
     "This is fabrikito's inbox of a seat that is not Claude Code: it queues the message for the delivery worker, "
     "holds it for the owner (./fabrikito queue release), or "
     "refuses it (throttled, a repeat, the queue full), by the seat's permission class; ./fabrikito queue and the "

@@ -4,22 +4,25 @@ The receiving side of ``message-claude.md`` for a seat that is not Claude Code
 (:mod:`fabrikito.inbox.server` runs the socket; this module holds no socket and
 no file, so every rule is tested without one).  In order, for each user line:
 
-1. **Who.**  :func:`read_arrival`.  A Claude Code peer wraps its text in
+1. **Who.**  :func:`read_arrival`, from the evidence about the connecting
+   process (:mod:`fabrikito.inbox.peer`), never from the text: the sender is
+   the seat whose pane the process runs in (its role), else ``session:<name>``
+   for a Claude Code session that is no seat, else ``unverified-sender``.  Only
+   when the process *is* a live Claude Code session is its envelope,
    ``<cross-session-message from="uds:…" from-name="NAME" from-mode="CLASS">``
-   (``peer-wire-format-sniffed.jsonl``): the envelope is taken off, the sender
-   is the seat whose session is ``NAME`` (its role), else ``NAME``, and the
-   sender asserts ``CLASS``.  A raw post (``fabrikito send``, a script) asserts
-   no class; its sender is the ``[from X]`` label it starts with (taken off:
-   the delivery engine labels it again), else ``unknown``.  Labels are claims,
-   not identities (the same as ``say``'s).
+   (``peer-wire-format-sniffed.jsonl``), Claude Code's own: then it is taken
+   off, and the message asserts ``CLASS`` (when ``NAME`` and the address are
+   that session's, and its registry entry, if it records a mode, agrees).
+   Anything else that looks like an envelope or a ``[from X]`` label is the
+   message's text, typed as it came, and asserts no class.
 2. **Size and text.**  More than :data:`protocol.MAX_SERIALIZED_CHARS` in the
    message (envelope aside), an empty text or one a terminal would act on
    (control characters): refused.
-3. **Repeats.**  A ``msg_id`` seen before, or the same text from the same
-   sender within :data:`REPEAT_WINDOW` seconds: dropped (nothing delivered
-   twice).
-4. **Throttle.**  A token bucket per sender (:data:`BURST` at once, then one
-   every :data:`REFILL_SECONDS`) and one for the whole inbox
+3. **Repeats.**  A ``msg_id`` seen before from the same peer, or the same
+   text from the same peer within :data:`REPEAT_WINDOW` seconds: dropped
+   (nothing delivered twice).
+4. **Throttle.**  A token bucket per verified peer (``Peer.key``: :data:`BURST`
+   at once, then one every :data:`REFILL_SECONDS`) and one for the whole inbox
    (:data:`INBOX_BURST`, one every :data:`INBOX_REFILL_SECONDS`): over either,
    refused ("throttled").
 5. **Class.**  The inbox's policy (``inbound``): ``accept``, ``hold`` or
@@ -40,6 +43,7 @@ from enum import StrEnum
 from fabrikito.base.text import refusal_for
 from fabrikito.base.values import frozen
 from fabrikito.inbox import protocol
+from fabrikito.inbox.peer import Peer
 from fabrikito.team.teamfile import PermissionClass, Seat, Team
 
 REPEAT_WINDOW = 5.0
@@ -51,14 +55,11 @@ INBOX_BURST = 60
 INBOX_REFILL_SECONDS = 1.0
 SEEN_IDS = 4096
 MAX_SENDERS = 1024
-UNKNOWN_SENDER = "unknown"
 
 ENVELOPE = re.compile(
     r"\A<cross-session-message((?:\s+[a-z-]+=\"[^\"\n]*\")*)\s*>\n(.*)\n</cross-session-message>\s*\Z", re.S
 )
 ATTRIBUTE = re.compile(r"([a-z-]+)=\"([^\"\n]*)\"")
-LABEL = re.compile(r"\A\[from ([A-Za-z0-9][A-Za-z0-9_.-]{0,63})\] ")
-NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}\Z")
 
 #: Arguments that start a Codex CLI or Gemini CLI seat without approvals: such a seat is in the bypass class.
 BYPASS_ARGS = frozenset({"--dangerously-bypass-approvals-and-sandbox", "--yolo", "-y", "--approval-mode=yolo"})
@@ -85,9 +86,9 @@ class Arrival:
     """One user line, read: the text the seat gets and who it is from."""
 
     text: str
-    sender: str  # the label the delivery engine types: a role, a session name, or "unknown"
-    source: str  # who, for the throttle and repeats: the peer socket, the label, or "unknown"
-    mode: PermissionClass | None  # the class the sender asserts (None: none)
+    sender: str  # the label the delivery engine types: a role, session:<name>, or unverified-sender
+    source: str  # who, for the throttle and repeats: the verified peer (Peer.key)
+    mode: PermissionClass | None  # the class Claude Code asserts for its own session (None: none)
     msg_id: str | None
 
 
@@ -108,24 +109,31 @@ def seat_class(seat: Seat) -> PermissionClass:
     return PermissionClass.PROMPTING
 
 
-def read_arrival(line: protocol.UserLine, team: Team) -> Arrival:
-    """The text and sender of ``line`` (see the module docstring, step 1)."""
+CLASSES = {"bypass": PermissionClass.BYPASS, "prompting": PermissionClass.PROMPTING}
+
+
+def read_arrival(line: protocol.UserLine, team: Team, peer: Peer) -> Arrival:
+    """The text, sender and class of ``line`` from ``peer`` (see the module docstring, step 1)."""
     content = line.content
-    wrapped = ENVELOPE.match(content)
+    sender = peer.sender(team)
+    wrapped = ENVELOPE.match(content) if peer.is_session else None
     if wrapped is not None:
         attrs = dict(ATTRIBUTE.findall(wrapped.group(1)))
-        name = attrs.get("from-name", "")
-        seat = team.seat_by_session(name) if name else None
-        sender = seat.role if seat is not None else name if NAME.match(name) else UNKNOWN_SENDER
-        mode = {"bypass": PermissionClass.BYPASS, "prompting": PermissionClass.PROMPTING}.get(
-            attrs.get("from-mode", "")
-        )
-        source = line.sender or attrs.get("from") or f"name:{sender}"
-        return Arrival(wrapped.group(2), sender, source, mode, line.msg_id)
-    label = LABEL.match(content)
-    if label is not None:
-        return Arrival(content[label.end() :], label.group(1), f"label:{label.group(1)}", None, line.msg_id)
-    return Arrival(content, UNKNOWN_SENDER, line.sender or f"label:{UNKNOWN_SENDER}", None, line.msg_id)
+        address = attrs.get("from")
+        if attrs.get("from-name") == peer.session and address in (None, f"uds:{peer.session_socket}"):
+            mode = CLASSES.get(attrs.get("from-mode", ""))
+            recorded = _class_of_mode(peer.session_mode)
+            if recorded is not None and recorded is not mode:
+                mode = None  # the registry and the envelope disagree: no class
+            return Arrival(wrapped.group(2), sender, peer.key, mode, line.msg_id)
+    return Arrival(content, sender, peer.key, None, line.msg_id)
+
+
+def _class_of_mode(mode: str | None) -> PermissionClass | None:
+    """The class of a permission mode a registry entry records (``None``: none, or plan, which is either)."""
+    if mode is None or mode == "plan":
+        return None
+    return PermissionClass.BYPASS if mode == "bypassPermissions" else PermissionClass.PROMPTING
 
 
 def text_refusal(text: str) -> str | None:
@@ -203,7 +211,7 @@ class Gate:
     def _repeat(self, arrival: Arrival, now: float) -> str | None:
         while self.recent and now - self.recent[0][0] > REPEAT_WINDOW:
             self.recent.popleft()
-        if arrival.msg_id is not None and arrival.msg_id in self.seen:
+        if arrival.msg_id is not None and f"{arrival.source}\0{arrival.msg_id}" in self.seen:
             return f"a repeat: message {arrival.msg_id} arrived before"
         digest = _digest(arrival.text)
         for _, source, seen in self.recent:
@@ -214,7 +222,7 @@ class Gate:
     def _remember(self, arrival: Arrival, now: float) -> None:
         self.recent.append((now, arrival.source, _digest(arrival.text)))
         if arrival.msg_id is not None:
-            self.seen[arrival.msg_id] = None
+            self.seen[f"{arrival.source}\0{arrival.msg_id}"] = None
             while len(self.seen) > SEEN_IDS:
                 self.seen.popitem(last=False)
 
@@ -230,7 +238,8 @@ class Gate:
             if self.seat_mode is PermissionClass.BYPASS:
                 return Decision(
                     Verdict.HOLD,
-                    "the sender did not attest its permission mode, and this seat bypasses permission prompts",
+                    "the sender's permission mode is not attested by its own Claude Code session, and this seat "
+                    "bypasses permission prompts",
                 )
             return Decision(Verdict.ACCEPT, f"no class asserted, and this seat is in the {ours} class")
         if arrival.mode is self.seat_mode:

@@ -14,7 +14,11 @@ Who speaks is told by ``say``'s rules (:mod:`fabrikito.delivery.identity`):
 ``TEAM_ROLE`` (a role of the team, or ``live-test``), else the seat whose pane
 this runs in, else ``owner``; a ``TEAM_ROLE`` that names no sender is a usage
 error and nothing is sent.  The text goes out as ``[from <sender>] <text>``
-unless ``--no-label``.
+unless ``--no-label``, or the target is fabrikito's inbox of a seat that is not
+Claude Code: that inbox labels each message by the process that sent it (the
+seat whose pane ``send`` runs in, else ``unverified-sender``: a label written
+into the text would be typed as text), and ``send`` keeps the connection until
+the inbox has read it.
 
 The team: ``--team``, else ``$FABRIKITO_TEAM``, else ``./team.toml`` when there
 is one.  For a ``uds:`` target, a ``./team.toml`` that cannot be read, or whose
@@ -217,7 +221,10 @@ def cmd_send(args: argparse.Namespace) -> int:
             if recipient is None:
                 team = None  # ./team.toml, and the receiver is none of its seats: it has nothing to do with this send
             sender = _sender(team, env)
-        sent_text = text if args.no_label else f"[from {sender}] {text}"
+        to_inbox = target.entry is not None and target.entry.fabrikito_inbox
+        # fabrikito's inbox labels a message by its sender's process (inbox/peer.py): a label here would be
+        # typed as text after it.
+        sent_text = text if args.no_label or to_inbox else f"[from {sender}] {text}"
         warning = recent.repeat_warning(recent.last_send(target.socket_path), sent_text, time.time())
         if warning is not None:
             print(f"fabrikito send: warning: {warning}", file=sys.stderr)

@@ -25,6 +25,9 @@ A connection speaks :mod:`fabrikito.inbox.protocol`:
   unfinished line dropped;
 * a line longer than :data:`MAX_LINE_BYTES` closes the connection; a message
   over 1,000,000 characters serialized is refused (:mod:`fabrikito.inbox.gate`);
+* who is at the other end is told at ``accept`` from the connecting process
+  (:func:`fabrikito.inbox.peer.identify`: its peer credentials, its
+  ancestors, a seat's pane, a live Claude Code session), never from the text;
 * each user line is judged by :class:`fabrikito.inbox.gate.Gate` (repeats,
   throttle, class) and then **queued**, never typed here: accepted messages as
   ``pending`` for the delivery worker, held ones as ``held`` until
@@ -63,10 +66,12 @@ from fabrikito.inbox.inboxfiles import (
     read_info,
     remove_registry,
 )
+from fabrikito.inbox.peer import Peer, identify
 from fabrikito.team.teamfile import Seat, Team
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy knows the name)
 if TYPE_CHECKING:
+    from fabrikito.delivery.seatpane import PaneRow
     from fabrikito.log import msglog
 
 MODULE = "fabrikito.inbox.server"
@@ -76,19 +81,23 @@ MAX_LINE_BYTES = 3 * protocol.MAX_SERIALIZED_CHARS + 65536
 MAX_CONNECTIONS = 32
 TEAM_CHECK = 5.0
 LOG_PREVIEW = 300
+PANES_FOR = 1.0
+"""Seconds a listing of the team's panes is used for (a walk that meets a tmux server it does not know lists
+them again)."""
 
 
 class Conn:
-    """One client connection: what it sent so far, and until when its next line may take."""
+    """One client connection: what it sent so far, until when its next line may take, and who it is."""
 
-    __slots__ = ("authed", "buf", "deadline", "peer", "sock")
+    __slots__ = ("authed", "buf", "deadline", "peer", "pid", "sock")
 
     def __init__(self, sock: socket.socket, now: float) -> None:
         self.sock = sock
         self.buf = bytearray()
         self.deadline = now + LINE_DEADLINE
         self.authed = False
-        self.peer = _peer_pid(sock)
+        self.pid = _peer_pid(sock)
+        self.peer: Peer | None = None  # told at accept, while the process is there (inbox/peer.py)
 
 
 def _peer_pid(sock: socket.socket) -> int | None:
@@ -111,6 +120,7 @@ class Inbox:
         self.conns: dict[int, Conn] = {}
         self.selector = selectors.DefaultSelector()
         self.listener: socket.socket | None = None
+        self._panes: tuple[float, list[PaneRow] | None] = (-PANES_FOR, None)
 
     # -- the socket ----------------------------------------------------------------
 
@@ -166,15 +176,16 @@ class Inbox:
         conn = Conn(sock, time.monotonic())
         if len(self.conns) >= MAX_CONNECTIONS:
             sock.close()
-            self.note(f"refused a connection (pid {conn.peer}): {MAX_CONNECTIONS} are open already")
+            self.note(f"refused a connection (pid {conn.pid}): {MAX_CONNECTIONS} are open already")
             return
+        conn.peer = identify(conn.pid, self.team, self.panes)
         sock.setblocking(False)
         self.conns[sock.fileno()] = conn
         self.selector.register(sock, selectors.EVENT_READ, conn)
 
     def _close(self, conn: Conn, why: str | None) -> None:
         if why is not None:
-            self.note(f"{why} (pid {conn.peer})")
+            self.note(f"{why} (pid {conn.pid})")
         self.conns.pop(conn.sock.fileno(), None)
         try:
             self.selector.unregister(conn.sock)
@@ -230,16 +241,33 @@ class Inbox:
         if not isinstance(line, protocol.UserLine):
             self._close(conn, "closed: a second auth line")
             return
-        self.take(line)
+        self.take(line, conn.peer or Peer(conn.pid))
 
     # -- one message ------------------------------------------------------------------
 
-    def take(self, line: protocol.UserLine) -> Verdict:
-        """Judge one user line, queue it or not, and write its log line."""
+    def panes(self, fresh: bool = False) -> list[PaneRow] | None:
+        """The team's tmux server's panes: a listing at most :data:`PANES_FOR` seconds old, or a new one."""
+        from fabrikito.base.errors import TmuxError
+        from fabrikito.delivery.seatpane import list_panes
+
+        now = time.monotonic()
+        if fresh or now - self._panes[0] >= PANES_FOR:
+            server = self.team.server()
+            try:
+                rows = list_panes(server) if os.path.exists(server.resolved_socket_path()) else []
+            except TmuxError:
+                rows = None
+            self._panes = (now, rows)
+        return self._panes[1]
+
+    def take(self, line: protocol.UserLine, peer: Peer) -> Verdict:
+        """Judge one user line from ``peer``, queue it or not, and write its log line."""
         from fabrikito.delivery import queue
         from fabrikito.log import msglog
 
-        arrival = read_arrival(line, self.team)
+        arrival = read_arrival(line, self.team, peer)
+        if arrival.sender != peer.role:
+            self.note(f"a message from {peer.what}: sent as {arrival.sender}")
         decision = self.gate.judge(arrival, time.monotonic())
         role = self.seat.role
         if decision.verdict in (Verdict.ACCEPT, Verdict.HOLD):
@@ -254,7 +282,7 @@ class Inbox:
                     reason=f"from the inbox: {decision.reason}",
                     state=queue.State.HELD if held else queue.State.PENDING,
                 )
-            except (queue.QueueFull, StateFileError, OSError) as exc:
+            except (FabrikitoError, OSError) as exc:  # the queue full (QueueFull), a state file failing
                 why = exc.message if isinstance(exc, FabrikitoError) else str(exc)
                 self._log(arrival.sender, msglog.Outcome.NOT_DELIVERED, f"refused, not queued: {why}", arrival.text)
                 return Verdict.REFUSE

@@ -7,11 +7,12 @@ runs, through :mod:`fabrikito.base.ssh`::
     fabrikito _host put TEAM --host DEST         stdin: the team file, shared prompt, the machines' secret hashes
     fabrikito _host peers TEAM                   stdin: the other hosts' secret hashes (team/routekeys.py)
     fabrikito _host up TEAM [--timeout S] [ROLE...]
-    fabrikito _host down TEAM [ROLE...]
+    fabrikito _host down TEAM [--close] [ROLE...]     --close: and end this host's ssh connections
     fabrikito _host status TEAM                  status --json of the seats here
     fabrikito _host log TEAM                     the host's messages.log, as it is
     fabrikito _host say TEAM --sender S ROLE     stdin: the message (see delivery/route.py)
     fabrikito _host flush TEAM --sender S ROLE   flush there (see delivery/route.py)
+    fabrikito _host gate                         the forced command of a host's restricted key (launch/routelogin.py)
 
 TEAM is the team's name (this host's copy), or, for a say routed from a host
 to the team's own machine, the path of the team file there.
@@ -98,12 +99,17 @@ def put(name: str, dest: str, data: bytes) -> None:
 
 def main(argv: Sequence[str]) -> int:
     parser = argparse.ArgumentParser(prog="fabrikito _host", add_help=False)
+    if list(argv[:1]) == ["gate"]:
+        from fabrikito.launch import routelogin
+
+        return routelogin.gate()
     parser.add_argument("op", choices=("version", "put", "peers", "up", "down", "status", "log", "say", "flush"))
     parser.add_argument("team", nargs="?")
     parser.add_argument("roles", nargs="*")
     parser.add_argument("--host")
     parser.add_argument("--sender")
     parser.add_argument("--timeout", type=float)
+    parser.add_argument("--close", action="store_true")
     args = parser.parse_intermixed_args(list(argv))
     if args.op == "version":
         from fabrikito import __version__
@@ -152,7 +158,11 @@ def main(argv: Sequence[str]) -> int:
 
     roles = [r for r in args.roles if (s := team.seat(r)) is not None and s.host == here] or None
     if args.op == "down":
-        return lifecycle.down(local, roles, out=_line)
+        code = lifecycle.down(local, roles, out=_line)
+        if args.close:  # the whole team is going down: its connections from this host go too
+            for dest in hosts.end_connections(team, here):
+                _line(f"ended the ssh connection to {dest}")
+        return code
     kwargs = {} if args.timeout is None else {"timeout": args.timeout}
     # The whole team, so each seat's roster lists every seat; only this host's are started.
     result = lifecycle.up(team, roles or list(local.roles), out=_line, **kwargs)

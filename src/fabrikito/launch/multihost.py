@@ -10,7 +10,9 @@ all hosts at once, each through ``fabrikito _host`` there
   release (``_host version``; missing or different: how to install it), copy
   the team file and the shared prompt (``_host put``), then ``_host up`` for
   the seats there, its progress lines shown with the host's name;
-* ``down``: ``_host down`` on every host;
+* ``down``: ``_host down`` on every host; for the whole team, each host then
+  ends the ssh connections it opened (to this machine, to other hosts), and
+  this machine ends its own;
 * ``status``: ``_host status`` on every host within :data:`STATUS_TIMEOUT`
   seconds; the seats of a host that does not answer are *unreachable*, with
   ssh's reason.
@@ -172,8 +174,9 @@ def down(team: Team, roles: Sequence[str] | None, *, out: Callable[[str], None])
         chosen = [s.role for s in seats if not roles or s.role in roles]
         if not chosen:
             return dest, 0, ""
+        close = [] if roles else ["--close"]  # the whole team: the host ends its own ssh connections too
         try:
-            answer = hosts.host(team, dest).run(["_host", "down", team.name, *chosen], timeout=DOWN_TIMEOUT)
+            answer = hosts.host(team, dest).run(["_host", "down", team.name, *close, *chosen], timeout=DOWN_TIMEOUT)
         except HostError as exc:
             return dest, 1, f"FAILED: {exc.message}"
         text = answer.out.decode("utf-8", "replace") + answer.err
@@ -298,4 +301,7 @@ def run_down(team: Team, roles: Sequence[str] | None, *, out: Callable[[str], No
     code = down(team, roles, out=out)
     if wanted:
         code = max(code, lifecycle.down(local, mine, out=out))
+    if not roles:  # the whole team: every ssh connection it opened from here ends (the hosts end theirs)
+        for dest in hosts.end_connections(team, hosts.here_of(team)):
+            out(f"ended the ssh connection to {dest}")
     return code

@@ -136,6 +136,26 @@ def elsewhere(team: Team, here: str | None) -> dict[str, list[Seat]]:
     return by_dest
 
 
+def destinations(team: Team, here: str | None) -> list[str]:
+    """Every ssh destination this machine's copy of the team reaches (and so may hold a connection to): the
+    other hosts' seats, and from a host the team's own machine (``origin``) when the team names it."""
+    found = {seat.host for seat in team.seats if seat.host is not None and seat.host != here}
+    if here is not None and team.origin is not None:
+        found.add(team.origin)
+    return sorted(found)
+
+
+def end_connections(team: Team, here: str | None) -> list[str]:
+    """End every ssh connection (ControlMaster) this machine's copy of the team keeps; the destinations ended."""
+    ended = []
+    for dest in destinations(team, here):
+        connection = host(team, dest)
+        if connection.master_up():
+            connection.disconnect()
+            ended.append(dest)
+    return ended
+
+
 def host(team: Team, dest: str) -> Host:
     """The ssh connection to ``dest``, its master socket under ``.state/<team>/ssh/``."""
     from fabrikito.base.ssh import Host

@@ -29,7 +29,7 @@ from typing import Any
 
 from fabrikito.base.errors import FabrikitoError, UsageError
 from fabrikito.base.values import frozen
-from fabrikito.team.teamfile import DEFAULT_SHARED_PROMPT, DEFAULT_TEAM_FILE, RESERVED_ROLES, ROLE_RE, SESSION_RE
+from fabrikito.team.teamfile import DEFAULT_SHARED_PROMPT, DEFAULT_TEAM_FILE, ROLE_RE, SESSION_RE, reserved_role
 
 DEFAULT_ROLES = ("em", "api", "web")
 STATE_IGNORE = ".state/"
@@ -71,8 +71,9 @@ def parse_roles(value: str) -> tuple[str, ...]:
                 problems.append("an empty role between commas")
         elif not ROLE_RE.match(role):
             problems.append(f"{role!r} is not a role id (lower-case letters, digits and _)")
-        elif role in RESERVED_ROLES:
-            problems.append(f"{role!r} is fabrikito's own sender label, not a role")
+        elif (reserved := reserved_role(role)) is not None:
+            reads = "" if reserved == role else f" reads as {reserved!r}, which"
+            problems.append(f"{role!r}{reads} is fabrikito's own sender label, not a role")
         elif role in seen:
             problems.append(f"{role!r} is given twice")
         seen.add(role)

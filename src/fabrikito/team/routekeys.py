@@ -24,9 +24,9 @@ from pathlib import Path
 
 from fabrikito.base import statedir
 from fabrikito.base.errors import StateFileError
-from fabrikito.team.teamfile import Team
+from fabrikito.team.teamfile import ORIGIN_MACHINE, Team
 
-ORIGIN = "origin"
+ORIGIN = ORIGIN_MACHINE
 SECRET_FILE = "route-secret"  # noqa: S105 -- a file name
 PEERS_FILE = "route-peers.json"
 

@@ -54,7 +54,6 @@ RESERVED_ROLES = frozenset({"owner", "launcher"})
 SESSION_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}\Z")
 TEAM_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}\Z")
 SOCKET_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}\Z")
-LABEL_RE = re.compile(r"\[\s*from\b[^\]\n]*\]", re.IGNORECASE)
 ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 PERMISSION_MODES = ("acceptEdits", "bypassPermissions", "default", "dontAsk", "plan", "auto")
@@ -67,6 +66,10 @@ TEAM_KEYS = frozenset(
 SEAT_KEYS = frozenset(
     {"role", "session", "cwd", "permission_mode", "args", "kickoff", "env", "agent", "command", "host"}
 )
+#: The name the routing between machines gives the team's own machine (team/routekeys.py).
+ORIGIN_MACHINE = "origin"
+#: Machine names the routing keeps for itself: never a seat's host.
+RESERVED_HOSTS = frozenset({ORIGIN_MACHINE})
 #: An ssh destination (``build-2``, ``user@host``, ``ssh://user@host:port``): no space, no leading '-'.
 HOST_RE = re.compile(r"[A-Za-z0-9_.@:/\[\]%+=~-]{1,255}\Z")
 
@@ -198,6 +201,17 @@ def _mode_in_args(args: tuple[str, ...]) -> str | None:
     return None
 
 
+def mode_options(args: tuple[str, ...]) -> list[str]:
+    """Every option in ``args`` that sets the permission mode, as written (``--permission-mode plan``)."""
+    found = []
+    for i, arg in enumerate(args):
+        if arg == "--permission-mode":
+            found.append(" ".join(args[i : i + 2]))
+        elif arg.startswith("--permission-mode=") or arg == SKIP_PERMISSIONS_FLAG:
+            found.append(arg)
+    return found
+
+
 def resolve_team_path(path: str | None) -> Path:
     """``--team`` when given, else ``$FABRIKITO_TEAM`` (set in every seat by ``up``), else ./team.toml."""
     if path is None:
@@ -222,8 +236,10 @@ def load(path: str | Path | None = None) -> Team:
             f"{team_path}: cannot read the team file ({exc.strerror}): check its permissions."
         ) from None
     stamp = f"{st.st_dev}:{st.st_ino}:{st.st_mtime_ns}:{st.st_ctime_ns}:{st.st_size}:{team_path}"
+    from fabrikito.team import parsecache
+
     cache = team_path.parent / ".state" / f".team-toml.{team_path.name}.json"
-    data = _read_parsed(cache, stamp)
+    data = parsecache.read(cache, stamp)
     if data is None:
         import tomllib
 
@@ -237,54 +253,13 @@ def load(path: str | Path | None = None) -> Team:
             raise TeamFileError(
                 f"{team_path}: arrays or tables nested too deeply to read: a team file needs no deep nesting, fix it."
             ) from None
-        _write_parsed(cache, stamp, data)
+        parsecache.write(cache, stamp, data)
     return parse(data, team_path)
 
 
-# The TOML, parsed once per version of the file.  tomllib (and the typing module
-# it imports) is 6 ms of every say, send and status; JSON is read by C code the
-# commands load anyway.  ``.state/.team-toml.<file name>.json`` holds what
-# tomllib returned with the file's device, inode, mtime, ctime (which no one can
-# set back), size and path; it is used only while they all match (checked before the file is read, so a change after
-# that gives another stamp), written only where ``.state/`` already is (a team
-# that was never brought up is just parsed), and only through the state files'
-# rules (0600, no link, temporary file and rename).  Every check of the team
-# file runs on what is read back, as on what tomllib returns.
-
-
-def _read_parsed(cache: Path, stamp: str) -> dict[str, Any] | None:
-    import json
-
-    from fabrikito.base import statedir
-    from fabrikito.base.errors import StateFileError
-
-    try:
-        raw = statedir.read_plain(cache)
-        saved = json.loads(raw) if raw else None
-    except (OSError, StateFileError, ValueError, RecursionError):
-        return None
-    if not isinstance(saved, dict) or saved.get("stamp") != stamp or not isinstance(saved.get("toml"), dict):
-        return None
-    data: dict[str, Any] = saved["toml"]
-    return data
-
-
-def _write_parsed(cache: Path, stamp: str, data: dict[str, Any]) -> None:
-    import json
-
-    from fabrikito.base import statedir
-    from fabrikito.base.errors import StateFileError
-
-    if not cache.parent.is_dir() or cache.parent.is_symlink():
-        return
-    try:
-        text = json.dumps({"stamp": stamp, "toml": data}, ensure_ascii=False)  # dates and times are not JSON
-        statedir.write_atomic(cache, text.encode("utf-8", "surrogatepass"))
-    except (OSError, StateFileError, TypeError, ValueError, RecursionError):
-        pass  # parsed from the TOML again next time
-
-
 def parse(data: Mapping[str, Any], team_path: Path) -> Team:
+    from fabrikito.base.lookalike import skeleton
+
     problems: list[str] = []
 
     def bad(where: str, message: str) -> None:
@@ -307,7 +282,7 @@ def parse(data: Mapping[str, Any], team_path: Path) -> Team:
     if tmux_socket_path is not None and not tmux_socket_path.startswith("/"):
         bad("team", f"'tmux_socket_path' must be absolute, not {tmux_socket_path!r}")
 
-    agent = _agent(data.get("agent"), bad)
+    agent = _agent(data.get("agent"), bad, team_path.parent)
     kickoff = _kickoff(data, "team", bad)
     shared_raw = _optional_str(data, "shared_prompt", "team", bad)
     shared_prompt = team_path.parent / (shared_raw if shared_raw is not None else DEFAULT_SHARED_PROMPT)
@@ -318,7 +293,7 @@ def parse(data: Mapping[str, Any], team_path: Path) -> Team:
     if not isinstance(raw_seats, list) or not raw_seats:
         bad("team", "no seats: add at least one [[seat]] table with role and session")
         raw_seats = []
-    roles_seen: dict[str, int] = {}
+    roles_seen: dict[str, tuple[int, str]] = {}  # by skeleton: two role ids that read alike are one label
     sessions_seen: dict[str, int] = {}
     for index, raw in enumerate(raw_seats, start=1):
         if not isinstance(raw, dict):
@@ -327,13 +302,16 @@ def parse(data: Mapping[str, Any], team_path: Path) -> Team:
         seat = _seat(raw, index, team_path.parent, bad)
         if seat is None:
             continue
-        if seat.role in roles_seen:
+        first = roles_seen.get(skeleton(seat.role))
+        if first is not None:
+            again = "used again" if first[1] == seat.role else f"reads the same as {first[1]!r}"
             bad(
                 f"seat '{seat.role}'",
-                f"role id used again (first by seat #{roles_seen[seat.role]}): give each seat its own role id",
+                f"role id {again} (seat #{first[0]}): give each seat a role id of its own, one that its "
+                "[from …] label cannot be taken for another's",
             )
         else:
-            roles_seen[seat.role] = index
+            roles_seen[skeleton(seat.role)] = (index, seat.role)
         if seat.session in sessions_seen:
             bad(
                 f"seat '{seat.role}'",
@@ -375,8 +353,11 @@ def _seat(raw: Mapping[str, Any], index: int, base: Path, bad: Any) -> Seat | No
             f"for example to {re.sub(r'[^a-z0-9_]', '_', role.lower())!r}",
         )
         ok = False
-    elif role in RESERVED_ROLES:
-        bad(where, f"role id {role!r} is reserved for fabrikito's own labels ([from {role}]): choose another")
+    elif (reserved := reserved_role(role)) is not None:
+        reads = "" if reserved == role else f" reads as {reserved!r}, which"
+        bad(
+            where, f"role id {role!r}{reads} is reserved for fabrikito's own labels ([from {reserved}]): choose another"
+        )
         ok = False
     session = raw.get("session")
     if not isinstance(session, str) or not SESSION_RE.match(session):
@@ -387,7 +368,7 @@ def _seat(raw: Mapping[str, Any], index: int, base: Path, bad: Any) -> Seat | No
         bad(where, "'cwd' must be a directory path")
         ok = False
         cwd_raw = "."
-    kind, command, kind_ok = _kind_and_command(raw, where, bad)
+    kind, command, kind_ok = _kind_and_command(raw, where, bad, base)
     ok = ok and kind_ok
     mode = raw.get("permission_mode")
     if mode is not None and kind != "claude":
@@ -411,6 +392,14 @@ def _seat(raw: Mapping[str, Any], index: int, base: Path, bad: Any) -> Seat | No
         args = []
     if mode is not None and (_mode_in_args(tuple(args)) is not None or SKIP_PERMISSIONS_FLAG in args):
         bad(where, "the permission mode is set twice (permission_mode and in args): keep one")
+        ok = False
+    modes = mode_options(tuple(args)) if kind == "claude" else []
+    if len(modes) > 1:
+        bad(
+            where,
+            f"args set the permission mode {len(modes)} times ({'; '.join(modes)}): keep one, so that the class "
+            "check shows (and an inbox holds by) is the mode the seat runs in",
+        )
         ok = False
     for arg in args if kind == "claude" else ():
         reserved = reserved_arg(arg)
@@ -448,7 +437,9 @@ def _seat(raw: Mapping[str, Any], index: int, base: Path, bad: Any) -> Seat | No
     )
 
 
-def _kind_and_command(raw: Mapping[str, Any], where: str, bad: Any) -> tuple[str, tuple[str, ...] | None, bool]:
+def _kind_and_command(
+    raw: Mapping[str, Any], where: str, bad: Any, base: Path
+) -> tuple[str, tuple[str, ...] | None, bool]:
     """The seat's ``agent`` (its kind) and ``command`` (its program), checked."""
     from fabrikito.team.agents import DEFAULT_KIND, KINDS
 
@@ -464,8 +455,8 @@ def _kind_and_command(raw: Mapping[str, Any], where: str, bad: Any) -> tuple[str
     if command is None:
         return kind, None, ok
     if isinstance(command, str) and command.strip() and command == command.strip():
-        if len(command.split()) == 1 or os.path.exists(command):
-            return kind, (command,), ok
+        if len(command.split()) == 1 or os.path.exists(program_path(command, base)):
+            return kind, (program_path(command, base),), ok
         bad(
             where,
             f"'command' {command!r} reads like a shell line, and it is run as one program: write it as a "
@@ -473,13 +464,23 @@ def _kind_and_command(raw: Mapping[str, Any], where: str, bad: Any) -> tuple[str
         )
         return kind, None, False
     if isinstance(command, list) and command and all(isinstance(c, str) and c for c in command) and command[0].strip():
-        return kind, tuple(command), ok
+        return kind, (program_path(command[0], base), *command[1:]), ok
     bad(
         where,
         "'command' must be the program to run: a path or a name on PATH (a string, not a shell line), or a "
         'list of the program and its first arguments, such as ["npx", "@openai/codex"]',
     )
     return kind, None, False
+
+
+def program_path(program: str, base: Path) -> str:
+    """The program of ``agent`` or ``command`` as it is checked and run: a name (no ``/``) is looked up on
+    PATH; a path is taken from the team file's folder (``./bin/claude``) or the home folder (``~/…``) and
+    made absolute, so the program ``check`` and ``up`` look at is the one tmux starts in the seat's folder."""
+    if "/" not in program:
+        return program
+    path = os.path.expanduser(program)
+    return path if os.path.isabs(path) else os.path.normpath(os.path.join(base, path))
 
 
 def _optional_str(data: Mapping[str, Any], key: str, where: str, bad: Any) -> str | None:
@@ -497,6 +498,13 @@ def _host(data: Mapping[str, Any], where: str, bad: Any, *, key: str = "host") -
     if value is not None and (not HOST_RE.match(value) or value.startswith("-")):
         bad(where, f"'{key}' {value!r} is not an ssh destination: write it as ssh takes it (build-2, user@host)")
         return None
+    if key == "host" and value is not None and value.lower() in RESERVED_HOSTS:
+        bad(
+            where,
+            f"host {value!r} is the name the routing between machines gives the team's own machine: a seat on "
+            "this machine has no host key; for another machine, use another name for it (an ~/.ssh/config alias)",
+        )
+        return None
     return value
 
 
@@ -507,23 +515,29 @@ def _kickoff(data: Mapping[str, Any], where: str, bad: Any) -> str | None:
     if not kickoff.strip():
         bad(where, "'kickoff' is blank: remove it or write the first message")
         return None
-    found = LABEL_RE.search(label_form(kickoff))
-    if found:
+    from fabrikito.base import lookalike
+
+    try:
+        found = lookalike.label_in(kickoff)
+    except lookalike.DataMissing as exc:
+        bad(where, f"the kickoff cannot be checked for a label of its own: {exc}")
+        return None
+    if found is not None:
         bad(
             where,
-            f"the kickoff holds a label {found.group(0)!r}: remove it; fabrikito labels every "
-            "kickoff [from launcher] itself, and a label of its own would let it pass for another sender",
+            f"the kickoff holds a label {found!r} (read as a reader sees it: look-alike letters and brackets, and "
+            "invisible characters, make no difference): remove it; fabrikito labels every kickoff [from launcher] "
+            "itself, and a label of its own would let it pass for another sender",
         )
         return None
     return kickoff
 
 
-def label_form(text: str) -> str:
-    """``text`` as a reader sees it, for the label rule: NFKC (full-width ``［`` is ``[``), and every
-    run of white space, line breaks included, one space."""
-    import unicodedata
+def reserved_role(role: str) -> str | None:
+    """The label of fabrikito's own (``owner``, ``launcher``) that ``role`` reads as (``0wner``: ``owner``), or None."""
+    from fabrikito.base.lookalike import same
 
-    return " ".join(unicodedata.normalize("NFKC", text).split())
+    return next((r for r in sorted(RESERVED_ROLES) if same(role, r)), None)
 
 
 def reserved_arg(arg: str) -> str | None:
@@ -537,12 +551,12 @@ def reserved_arg(arg: str) -> str | None:
     return None
 
 
-def _agent(value: Any, bad: Any) -> tuple[str, ...]:
+def _agent(value: Any, bad: Any, base: Path) -> tuple[str, ...]:
     if value is None:
         return DEFAULT_AGENT
     if isinstance(value, str) and value.strip():
-        return (value,)
+        return (program_path(value, base),)
     if isinstance(value, list) and value and all(isinstance(v, str) and v for v in value):
-        return tuple(value)
+        return (program_path(value[0], base), *value[1:])
     bad("team", "'agent' must be a command: a string, or a list of strings")
     return DEFAULT_AGENT
