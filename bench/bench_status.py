@@ -36,8 +36,9 @@ sys.path[:0] = [str(ROOT), str(ROOT / "src")]
 from bench.bench_up import offline_team, stop  # noqa: E402 -- after the path is set
 from bench.report import fabrikito_cli, write_section  # noqa: E402
 
+from fabrikito.cli import serverctl  # noqa: E402
 from fabrikito.delivery import seatpane  # noqa: E402
-from fabrikito.launch import commandserver, lifecycle, status  # noqa: E402
+from fabrikito.launch import lifecycle, status  # noqa: E402
 from fabrikito.offline import claude_setup  # noqa: E402
 from fabrikito.offline.standin import StandIn  # noqa: E402
 from fabrikito.team import teamfile  # noqa: E402
@@ -111,7 +112,7 @@ def main() -> None:
             roles = [f"s{i:02d}" for i in range(SEATS)]
             team = offline_team(Path(tmp) / "team", "st", roles, standin, home, f"fab-bs-{secrets.token_hex(3)}")
             try:
-                result = lifecycle.up(team, out=lambda _line: None)
+                result = lifecycle.up(team, out=lambda _line: None, helpers=[serverctl.UP_HELPER])
                 assert not result.failed, result.failed
                 settle(team)
                 shim = Path(tmp) / "bin"
@@ -121,7 +122,7 @@ def main() -> None:
                 (shim / "tmux").chmod(0o755)
                 env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "PATH": f"{shim}:{os.environ['PATH']}"}
                 cli = [*fabrikito_cli(), "status", "--team", str(team.path)]
-                assert commandserver.running_pid(team.path) is not None, "up started no command server"
+                assert serverctl.running_pid(team.path) is not None, "up started no command server"
                 out = subprocess.run(cli, env=env, check=True, capture_output=True, text=True).stdout
                 tmux_calls = len(calls.read_text().splitlines())  # the server's child runs with the asker's PATH
                 calls.unlink()
@@ -202,7 +203,7 @@ def main() -> None:
             "",
             f"`status` costs **{ratio:.2f}x** a bare interpreter start ({RUNS} interleaved runs each; goal: 3x, "
             f"{'met' if ratio <= 3 else 'not met'}; fastest run against fastest run: {fastest:.2f}x). "
-            "`up` starts the team's command server (src/fabrikito/forkserver.py): `fabrikito status` "
+            "`up` starts the team's command server (src/fabrikito/cli/server.py): `fabrikito status` "
             "imports its own error module and the wire module only (no `re`, `enum`, `pathlib` or `json`) and "
             "hands itself to the server, which answers a plain status itself, with everything imported and the "
             "asker's team file, options and the environment variables status reads: one call lists "

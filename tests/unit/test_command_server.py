@@ -1,4 +1,4 @@
-"""The team's command server (launch/commandserver.py) and the asking side (base/commandwire.py).
+"""The team's command server (cli/server.py, cli/serverctl.py) and the asking side (cli/wire.py).
 
 A real private tmux server holds two of the team's three sessions (``sleep``
 in each: both seats show as "not an agent", the third as down, and a ``say``
@@ -22,11 +22,11 @@ from pathlib import Path
 
 import pytest
 
-from fabrikito import forkserver
-from fabrikito.base import commandwire, daemons
+from fabrikito.base import daemons, tmuxcontrol
 from fabrikito.base.errors import FabrikitoError
 from fabrikito.base.tmux import Server
-from fabrikito.launch import commandserver
+from fabrikito.cli import server as command_server
+from fabrikito.cli import serverctl, wire
 from fabrikito.team import teamfile
 
 SRC = Path(__file__).resolve().parents[2] / "src"
@@ -59,7 +59,7 @@ def team(tmp_path: Path) -> Iterator[teamfile.Team]:
     try:
         yield loaded
     finally:
-        commandserver.stop(loaded)
+        serverctl.stop(loaded)
         if server.alive():
             server.kill_server()
 
@@ -115,10 +115,10 @@ def same(a: subprocess.CompletedProcess[str], b: subprocess.CompletedProcess[str
 
 def test_commands_run_by_the_server_do_what_they_do_here(team: teamfile.Team, shim: tuple[Path, Path]) -> None:
     folder, log = shim
-    assert commandserver.ensure_running(team)
-    pid = commandserver.running_pid(team.path)
+    assert serverctl.ensure_running(team)
+    pid = serverctl.running_pid(team.path)
     assert pid is not None
-    assert not commandserver.ensure_running(team)  # one per team file
+    assert not serverctl.ensure_running(team)  # one per team file
     path = f"{folder}:{os.environ['PATH']}"
     cold_log = log.with_name("cold-calls")  # a call a refused command left running may log late
     for argv in [*STATUS, *SAY]:
@@ -146,7 +146,7 @@ def test_commands_run_by_the_server_do_what_they_do_here(team: teamfile.Team, sh
 def test_the_sender_is_found_from_the_asking_process(team: teamfile.Team, tmp_path: Path) -> None:
     """Run from a pane of another tmux server, say refuses: the walk up starts at the asker, not
     at the server's child (whose ancestors are the server's, outside any tmux)."""
-    assert commandserver.ensure_running(team)
+    assert serverctl.ensure_running(team)
     other = Server(socket_name=f"fab-cs-other-{secrets.token_hex(4)}")
     out = tmp_path / "out"
     line = f"cd {team.base_dir} && {sys.executable} -m fabrikito say em hello > {out} 2>&1; echo $? >> {out}; sleep 60"
@@ -173,7 +173,7 @@ def test_a_signal_reaches_the_command_and_the_asker_ends_as_it_does(
     slow.mkdir()
     (slow / "tmux").write_text("#!/bin/sh\nexec sleep 5\n", encoding="utf-8")
     (slow / "tmux").chmod(0o755)
-    assert commandserver.ensure_running(team)
+    assert serverctl.ensure_running(team)
     for signo, code in ((signal.SIGINT, 130), (signal.SIGTERM, -signal.SIGTERM)):
         results = []
         for extra in ({}, {"FABRIKITO_SERVER": "0"}):
@@ -193,20 +193,20 @@ def test_a_signal_reaches_the_command_and_the_asker_ends_as_it_does(
 
 
 def test_a_dead_server_leaves_the_command_to_run_here(team: teamfile.Team) -> None:
-    assert commandserver.ensure_running(team)
-    pid = commandserver.running_pid(team.path)
+    assert serverctl.ensure_running(team)
+    pid = serverctl.running_pid(team.path)
     assert pid is not None
     os.kill(pid, signal.SIGKILL)
-    wait_until(lambda: not daemons.lock_held(commandserver.lock_path(team.path)))
-    assert commandserver.socket_path(team.path).exists()  # its socket is left, nobody listens
+    wait_until(lambda: not daemons.lock_held(serverctl.lock_path(team.path)))
+    assert serverctl.socket_path(team.path).exists()  # its socket is left, nobody listens
     served = fabrikito(["status"], team.base_dir)
     assert same(served, here(["status"], team.base_dir)) and served.returncode == 0
-    assert commandserver.ensure_running(team)  # a new one takes the stale socket's place
-    assert commandserver.running_pid(team.path) not in (None, pid)
+    assert serverctl.ensure_running(team)  # a new one takes the stale socket's place
+    assert serverctl.running_pid(team.path) not in (None, pid)
 
 
 def test_a_command_outlives_a_stopped_server(team: teamfile.Team) -> None:
-    assert commandserver.ensure_running(team)
+    assert serverctl.ensure_running(team)
     asker = subprocess.Popen(
         [sys.executable, "-m", "fabrikito", "say", "em"],
         stdin=subprocess.PIPE,
@@ -217,7 +217,7 @@ def test_a_command_outlives_a_stopped_server(team: teamfile.Team) -> None:
         text=True,
     )
     time.sleep(1.0)
-    said = commandserver.stop(team)
+    said = serverctl.stop(team)
     assert said is not None and said.startswith("stopped the command server")  # its lock is not the child's
     _, err = asker.communicate("still delivered to its end\n", timeout=30)
     assert asker.returncode == 3 and "not running an agent" in err
@@ -274,7 +274,7 @@ def drain(conn: socket.socket, answer: bytes) -> None:
     [
         pytest.param(lambda conn: None, True, id="closes"),
         pytest.param(lambda conn: drain(conn, b"garbage\n"), True, id="garbage"),
-        pytest.param(lambda conn: drain(conn, commandwire.DECLINED), True, id="declines"),
+        pytest.param(lambda conn: drain(conn, wire.DECLINED), True, id="declines"),
         pytest.param(lambda conn: drain(conn, b"output 0 100 0\nhalf a table"), True, id="output-cut-short"),
         pytest.param(lambda conn: drain(conn, b"started 1\n"), False, id="started-then-gone"),
     ],
@@ -282,7 +282,7 @@ def drain(conn: socket.socket, answer: bytes) -> None:
 def test_a_command_runs_here_only_when_the_server_started_none(
     team: teamfile.Team, answer: Callable[[socket.socket], None], runs_here: bool
 ) -> None:
-    where = commandserver.socket_path(team.path)
+    where = serverctl.socket_path(team.path)
     where.parent.mkdir(mode=0o700, exist_ok=True)
     stop = fake_server(where, answer)
     try:
@@ -297,7 +297,7 @@ def test_a_command_runs_here_only_when_the_server_started_none(
         assert "went away while the command ran: its exit status is not known" in asked.stderr
 
 
-def ask_directly(server: forkserver.Server, request: bytes) -> bytes:
+def ask_directly(server: command_server.Server, request: bytes) -> bytes:
     ours, theirs = socket.socketpair()
     with ours, theirs:
         socket.send_fds(ours, [request], [0, 1, 2])
@@ -308,15 +308,15 @@ def ask_directly(server: forkserver.Server, request: bytes) -> bytes:
 
 def test_the_server_declines_what_it_cannot_run(team: teamfile.Team) -> None:
     listener = socket.socket(socket.AF_UNIX)
-    server = forkserver.Server(team.path, listener, 0, None)
-    package, cwd = str(forkserver.PACKAGE), str(team.base_dir)
+    server = command_server.Server(team.path, listener, 0, None)
+    package, cwd = str(command_server.PACKAGE), str(team.base_dir)
 
     def request(package: str = package, cwd: str = cwd) -> bytes:
-        return commandwire.encode_request(package, cwd, 0o22, ["--version"], {"PATH": os.environ["PATH"]})
+        return wire.encode_request(package, cwd, 0o22, ["--version"], {"PATH": os.environ["PATH"]})
 
-    assert ask_directly(server, b"run this") == commandwire.DECLINED
-    assert ask_directly(server, request(package="/elsewhere/fabrikito")) == commandwire.DECLINED  # another copy
-    assert ask_directly(server, request(cwd=str(team.base_dir / "gone"))) == commandwire.DECLINED
+    assert ask_directly(server, b"run this") == wire.DECLINED
+    assert ask_directly(server, request(package="/elsewhere/fabrikito")) == wire.DECLINED  # another copy
+    assert ask_directly(server, request(cwd=str(team.base_dir / "gone"))) == wire.DECLINED
     assert not server.stale
     started = ask_directly(server, request())
     assert started.startswith(b"started ")
@@ -327,19 +327,19 @@ def test_the_server_declines_what_it_cannot_run(team: teamfile.Team) -> None:
 
     wait_until(reaped)
     server.stamp = ()  # the package's files changed since the server started: it ends
-    assert ask_directly(server, request()) == commandwire.DECLINED and server.stale
+    assert ask_directly(server, request()) == wire.DECLINED and server.stale
     listener.close()
 
 
-def in_process(team: teamfile.Team) -> forkserver.Server:
+def in_process(team: teamfile.Team) -> command_server.Server:
     """A server object for the team, listening, in this process (its checks called by the test)."""
-    commandserver.socket_path(team.path).parent.mkdir(mode=0o700, exist_ok=True)
+    serverctl.socket_path(team.path).parent.mkdir(mode=0o700, exist_ok=True)
     cwd = os.getcwd()
     try:
-        listener, inode = forkserver._listen(team.path)  # binds from inside the folder
+        listener, inode = command_server._listen(team.path)  # binds from inside the folder
     finally:
         os.chdir(cwd)
-    return forkserver.Server(team.path, listener, inode, team.server().resolved_socket_path())
+    return command_server.Server(team.path, listener, inode, team.server().resolved_socket_path())
 
 
 def test_the_server_stops_wanting_to_run_when_its_team_is_gone(team: teamfile.Team) -> None:
@@ -348,8 +348,8 @@ def test_the_server_stops_wanting_to_run_when_its_team_is_gone(team: teamfile.Te
         assert server.still_wanted()
         team.server().kill_server()
         wait_until(lambda: not server.still_wanted())  # tmux leaves its socket: nobody listens on it
-        assert commandserver.socket_path(team.path).exists()
-        other = forkserver.Server(team.path, server.listener, server.inode + 1, None)
+        assert serverctl.socket_path(team.path).exists()
+        other = command_server.Server(team.path, server.listener, server.inode + 1, None)
         assert not other.still_wanted()  # the socket there is not its own
     finally:
         server.listener.close()
@@ -370,7 +370,7 @@ def test_it_shares_one_control_client_and_ends_when_only_that_clients_session_is
     for _ in range(5):
         got: list[object] = []
         threads = [
-            threading.Thread(target=lambda t, into: into.append(commandserver.connect_control(t)), args=(t, got))
+            threading.Thread(target=lambda t, into: into.append(serverctl.connect_control(t)), args=(t, got))
             for t in (team, other)
         ]
         for thread in threads:
@@ -381,14 +381,14 @@ def test_it_shares_one_control_client_and_ends_when_only_that_clients_session_is
         assert len(controls) == 1 and tmux.alive()  # the second saw the first attached
         controls[0].close()
         wait_until(lambda: tmuxcontrol.CONTROL_SESSION not in tmux.run("list-sessions", "-F", "#{session_name}"))
-    assert commandserver.ensure_running(team)
+    assert serverctl.ensure_running(team)
     wait_until(lambda: tmuxcontrol.CONTROL_SESSION in tmux.run("list-sessions", "-F", "#{session_name}"))
-    assert commandserver.connect_control(other) is None  # the team's server holds the one client
-    assert commandserver.stop(team) is not None
+    assert serverctl.connect_control(other) is None  # the team's server holds the one client
+    assert serverctl.stop(team) is not None
     wait_until(lambda: tmuxcontrol.CONTROL_SESSION not in tmux.run("list-sessions", "-F", "#{session_name}"))
     server = in_process(team)
     try:
-        server.control = commandserver.connect_control(team)
+        server.control = serverctl.connect_control(team)
         assert server.control is not None and server.still_wanted()
         for session in ("acme-em", "acme-sec"):
             tmux.kill_session(session)
@@ -404,13 +404,13 @@ def test_its_control_client_gone_its_commands_run_tmux_themselves(team: teamfile
     from fabrikito.base import tmuxcontrol
 
     tmux = team.server()
-    assert commandserver.ensure_running(team)
+    assert serverctl.ensure_running(team)
     wait_until(lambda: tmux.run("list-clients", "-F", "#{client_pid}").strip() != "")
     os.kill(int(tmux.run("list-clients", "-F", "#{client_pid}").split()[0]), signal.SIGKILL)
     wait_until(lambda: tmux.run("list-clients").strip() == "")
     for argv in SAY:
         assert same(fabrikito(argv, team.base_dir), here(argv, team.base_dir)), argv
-    assert commandserver.running_pid(team.path) is not None and tmux.alive()
+    assert serverctl.running_pid(team.path) is not None and tmux.alive()
     assert tmuxcontrol.CONTROL_SESSION in tmux.run("list-sessions", "-F", "#{session_name}")  # left behind
 
 
@@ -419,9 +419,9 @@ def test_down_removes_a_control_session_its_server_left(team: teamfile.Team) -> 
     from fabrikito.launch import lifecycle
 
     tmux = team.server()
-    assert commandserver.ensure_running(team)
+    assert serverctl.ensure_running(team)
     wait_until(lambda: tmuxcontrol.CONTROL_SESSION in tmux.run("list-sessions", "-F", "#{session_name}"))
-    pid = commandserver.running_pid(team.path)
+    pid = serverctl.running_pid(team.path)
     assert pid is not None
     os.kill(pid, signal.SIGKILL)  # no kill-session from it: its session stays
     wait_until(lambda: tmux.run("list-clients").strip() == "")
@@ -440,7 +440,7 @@ def test_the_tmux_event_lock_is_one_holder_at_a_time_and_never_a_hang(team: team
     release = threading.Event()
 
     def holder() -> None:
-        with commandserver.tmux_events(tmux):
+        with tmuxcontrol.tmux_events(tmux):
             held.set()
             release.wait(10)
 
@@ -449,21 +449,21 @@ def test_the_tmux_event_lock_is_one_holder_at_a_time_and_never_a_hang(team: team
     held.wait(5)
     threading.Timer(0.3, release.set).start()
     started = time.monotonic()
-    with commandserver.tmux_events(tmux):
+    with tmuxcontrol.tmux_events(tmux):
         waited = time.monotonic() - started
     thread.join()
-    assert 0.25 <= waited < commandserver.CONNECT_WAIT
+    assert 0.25 <= waited < tmuxcontrol.CONNECT_WAIT
     release.clear()
     held.clear()
     thread = threading.Thread(target=holder)
     thread.start()
     held.wait(5)
     started = time.monotonic()
-    with commandserver.tmux_events(tmux):  # held past CONNECT_WAIT: goes on without it
+    with tmuxcontrol.tmux_events(tmux):  # held past CONNECT_WAIT: goes on without it
         waited = time.monotonic() - started
     release.set()
     thread.join()
-    assert commandserver.CONNECT_WAIT <= waited < commandserver.CONNECT_WAIT + 1
+    assert tmuxcontrol.CONNECT_WAIT <= waited < tmuxcontrol.CONNECT_WAIT + 1
 
 
 def test_a_stop_while_it_connects_comes_once_its_client_is_connected_and_shared(
@@ -473,17 +473,17 @@ def test_a_stop_while_it_connects_comes_once_its_client_is_connected_and_shared(
     held while it connects, and a stop that came meanwhile ends the server once the client can be closed."""
     from fabrikito.base import tmuxcontrol
 
-    real = commandserver.connect_control
+    real = serverctl.connect_control
 
     def stopped_meanwhile(t: teamfile.Team) -> tmuxcontrol.Control | None:
         os.kill(os.getpid(), signal.SIGTERM)  # down's stop, while the client connects
         return real(t)
 
-    monkeypatch.setattr(forkserver, "connect_control", stopped_meanwhile)
-    previous = signal.signal(signal.SIGTERM, forkserver._on_signal)
+    monkeypatch.setattr(command_server, "connect_control", stopped_meanwhile)
+    previous = signal.signal(signal.SIGTERM, command_server._on_signal)
     server = in_process(team)
     try:
-        with pytest.raises(forkserver._Stop):
+        with pytest.raises(command_server._Stop):
             server.connect()
         assert server.control is not None and tmuxcontrol.shared() is server.control  # connected, then stopped
         server.control.close()  # what the server's way out does
@@ -500,8 +500,8 @@ def test_a_control_client_that_cannot_be_made_leaves_the_server_serving(
     def broken(_team: teamfile.Team) -> None:
         raise RuntimeError("no memory file here")
 
-    monkeypatch.setattr(forkserver, "connect_control", broken)
-    assert forkserver._connect(team.path) is None
+    monkeypatch.setattr(command_server, "connect_control", broken)
+    assert command_server._connect(team.path) is None
     assert "no memory file here" in capsys.readouterr().err  # in its error file, for whoever looks
 
 
@@ -542,15 +542,15 @@ def test_it_connects_its_client_once_nobody_is_attached_and_again_after_it_went(
 def test_down_stops_it_and_its_socket_goes(team: teamfile.Team) -> None:
     """Stopped as it connects its tmux client, too: the client is connected or closed, never left half
     connected (tmux 3.3a then may never exit), and the stop is not lost."""
-    assert commandserver.stop(team) is None
+    assert serverctl.stop(team) is None
     tmux = team.server()
     tmux_pid = int(tmux.run("display-message", "-p", "#{pid}"))
     for _ in range(5):
-        assert commandserver.ensure_running(team)
-        pid = commandserver.running_pid(team.path)
-        assert commandserver.stop(team) == f"stopped the command server (pid {pid})"
-        assert not commandserver.socket_path(team.path).exists()
-        assert commandserver.running_pid(team.path) is None
+        assert serverctl.ensure_running(team)
+        pid = serverctl.running_pid(team.path)
+        assert serverctl.stop(team) == f"stopped the command server (pid {pid})"
+        assert not serverctl.socket_path(team.path).exists()
+        assert serverctl.running_pid(team.path) is None
         wait_until(lambda: tmux.run("list-clients").strip() == "")
         assert "acme-em" in tmux.run("list-sessions", "-F", "#{session_name}")  # tmux answers
     tmux.kill_server()
@@ -563,20 +563,20 @@ def test_down_stops_it_and_its_socket_goes(team: teamfile.Team) -> None:
 
 
 def test_the_socket_and_lock_are_the_users_alone(team: teamfile.Team) -> None:
-    assert commandserver.ensure_running(team)
-    assert commandserver.socket_path(team.path).parent.stat().st_mode & 0o777 == 0o700
-    assert commandserver.socket_path(team.path).stat().st_mode & 0o777 == 0o600
-    assert commandserver.lock_path(team.path).stat().st_mode & 0o777 == 0o600
+    assert serverctl.ensure_running(team)
+    assert serverctl.socket_path(team.path).parent.stat().st_mode & 0o777 == 0o700
+    assert serverctl.socket_path(team.path).stat().st_mode & 0o777 == 0o600
+    assert serverctl.lock_path(team.path).stat().st_mode & 0o777 == 0o600
 
 
 def test_a_file_in_the_sockets_place_is_refused_not_removed(team: teamfile.Team) -> None:
-    where = commandserver.socket_path(team.path)
+    where = serverctl.socket_path(team.path)
     where.parent.mkdir(mode=0o700, exist_ok=True)
     where.write_text("mine", encoding="utf-8")
     with pytest.raises(FabrikitoError, match="did not start"):
-        commandserver.ensure_running(team)
+        serverctl.ensure_running(team)
     assert where.read_text(encoding="utf-8") == "mine"
-    assert "is there and is not a socket: remove it" in (team.state_dir / commandserver.ERR_NAME).read_text()
+    assert "is there and is not a socket: remove it" in (team.state_dir / serverctl.ERR_NAME).read_text()
 
 
 MODULES = """
@@ -590,7 +590,7 @@ sys.exit(code)
 
 @pytest.mark.parametrize("argv", [["status"], ["say", "em", "hello"]])
 def test_a_served_command_imports_next_to_nothing(team: teamfile.Team, argv: list[str]) -> None:
-    assert commandserver.ensure_running(team)
+    assert serverctl.ensure_running(team)
     done = subprocess.run(
         [sys.executable, "-c", MODULES, *argv],
         capture_output=True,
@@ -601,7 +601,7 @@ def test_a_served_command_imports_next_to_nothing(team: teamfile.Team, argv: lis
         check=False,
     )
     modules = set(done.stderr.split("\n")[-2].split())
-    assert "fabrikito.base.commandwire" in modules, done.stderr
+    assert "fabrikito.cli.wire" in modules, done.stderr
     heavy = {"re", "enum", "pathlib", "json", "signal", "socket", "fabrikito.team.teamfile", "collections"}
     assert sorted(heavy & modules) == []
 
@@ -635,11 +635,11 @@ def test_status_reads_no_variable_the_server_is_not_told(team: teamfile.Team, mo
     for screens in (True, False):
         for as_json in (True, False):
             status.report(teamfile.load(team.path), as_json=as_json, screens=screens)
-    assert seen and seen <= set(commandwire.ENV_READ), sorted(seen - set(commandwire.ENV_READ))
+    assert seen and seen <= set(wire.ENV_READ), sorted(seen - set(wire.ENV_READ))
 
 
 def test_status_is_answered_with_the_askers_time_zone(team: teamfile.Team) -> None:
-    assert commandserver.ensure_running(team)
+    assert serverctl.ensure_running(team)
     (team.state_dir / "messages.log").write_text("2026-12-01T10:00:00\towner\tem\tDELIVERED\thi\n")
     for tz in ("UTC", "Asia/Tokyo"):
         served = fabrikito(["status", "--json"], team.base_dir, TZ=tz)
@@ -650,36 +650,36 @@ def test_status_is_answered_with_the_askers_time_zone(team: teamfile.Team) -> No
     "path", ["team.toml", "./team.toml", "a/../team.toml", "a//b/./c.toml", "/x/y.toml", "//x/y.toml", "///x", ""]
 )
 def test_absolute_is_pathlibs(path: str) -> None:
-    assert commandwire.absolute(path) == str(Path(path).absolute())
+    assert wire.absolute(path) == str(Path(path).absolute())
 
 
 def test_the_team_asked_is_the_one_the_line_names(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("FABRIKITO_TEAM", raising=False)
     monkeypatch.chdir("/")
-    assert commandwire.team_of(["say", "--team", "t/a.toml", "em", "x"]) == "/t/a.toml"
-    assert commandwire.team_of(["status", "--team=/b.toml"]) == "/b.toml"
-    assert commandwire.team_of(["say", "em", "--", "--team", "x"]) == "/team.toml"
+    assert wire.team_of(["say", "--team", "t/a.toml", "em", "x"]) == "/t/a.toml"
+    assert wire.team_of(["status", "--team=/b.toml"]) == "/b.toml"
+    assert wire.team_of(["say", "em", "--", "--team", "x"]) == "/team.toml"
     monkeypatch.setenv("FABRIKITO_TEAM", "/c/team.toml")
-    assert commandwire.team_of(["flush", "em"]) == "/c/team.toml"
-    assert commandwire.team_of(["status", "--team", "/a.toml", "--team=/b.toml"]) == "/b.toml"
-    assert commandwire.team_of(["status"], {"FABRIKITO_TEAM": "t.toml"}, "/w") == "/w/t.toml"  # the asker's
-    assert commandwire.team_of(["status"], {}, "/w") == "/w/team.toml"
+    assert wire.team_of(["flush", "em"]) == "/c/team.toml"
+    assert wire.team_of(["status", "--team", "/a.toml", "--team=/b.toml"]) == "/b.toml"
+    assert wire.team_of(["status"], {"FABRIKITO_TEAM": "t.toml"}, "/w") == "/w/t.toml"  # the asker's
+    assert wire.team_of(["status"], {}, "/w") == "/w/team.toml"
 
 
 def test_a_request_round_trips_and_a_bad_one_is_none() -> None:
     env = {"TZ": "UTC", "PATH": "/a=b:/c", "EMPTY": ""}
-    request = commandwire.encode_request("/p", "/w", 0o27, ["say", "em", "two\nlines é"], env)
-    assert commandwire.decode_request(request) == ("/p", "/w", 0o27, ["say", "em", "two\nlines é"], env)
-    assert commandwire.decode_request(request + b"\0novalue") is None
-    assert commandwire.decode_request(request.replace(b"\x0027\x00", b"\x0099\x00")) is None  # not octal
-    assert commandwire.decode_request(b"fabrikito-run/0\0/p\0/w\x0022\x000") is None
-    assert commandwire.decode_request(commandwire.encode_request("/p", "w", 0, [], {})) is None  # a relative cwd
+    request = wire.encode_request("/p", "/w", 0o27, ["say", "em", "two\nlines é"], env)
+    assert wire.decode_request(request) == ("/p", "/w", 0o27, ["say", "em", "two\nlines é"], env)
+    assert wire.decode_request(request + b"\0novalue") is None
+    assert wire.decode_request(request.replace(b"\x0027\x00", b"\x0099\x00")) is None  # not octal
+    assert wire.decode_request(b"fabrikito-run/0\0/p\0/w\x0022\x000") is None
+    assert wire.decode_request(wire.encode_request("/p", "w", 0, [], {})) is None  # a relative cwd
 
 
 def test_a_command_that_ends_at_once_runs_once(team: teamfile.Team) -> None:
     """The child says "started" before its exit line, so an asker never takes a finished command for
     one not started (and runs it again): a usage error printed twice would show it."""
-    assert commandserver.ensure_running(team)
+    assert serverctl.ensure_running(team)
     cold = here(["say", "--bad"], team.base_dir)
     assert cold.returncode == 2 and cold.stderr.count("fabrikito say:") == 1
     for _ in range(15):

@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 # ``send`` outside a team, with or without TEAM_ROLE, needs none of them (docs/benchmarks.md).
 
 # The process a command speaks for: this one, or, in a command the team's command server runs
-# (launch/commandserver.py), the process that asked the server for it.
+# (cli/server.py), the process that asked the server for it.
 caller_pid: int | None = None
 
 OWNER = "owner"

@@ -353,7 +353,7 @@ def release_cell(release: str | None, qualified: bool | None) -> str:
 
 # Screens recognised already, with what was made of them.  A recogniser is a function of the
 # snapshot alone, so a screen seen again by the same recogniser (an idle seat's, when the team's
-# command server answers status again and again: forkserver.answer_status) is not read again; a
+# command server answers status again and again: cli/server.answer_status) is not read again; a
 # release qualified in the meantime gets another recogniser, so another key.  A command that runs
 # once gains nothing.
 _READ: dict[tuple[object, ...], BoxReading] = {}

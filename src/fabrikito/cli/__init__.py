@@ -10,9 +10,9 @@ exit code; a traceback is shown only with ``FABRIKITO_DEBUG=1``.
 
 Start-up is kept small on purpose (docs/benchmarks.md): no dataclasses here
 (they import ``inspect``), and argparse only when it is needed: a plain command
-line of a command is read by :mod:`fabrikito.fastargs` from the command's own
+line of a command is read by :mod:`fabrikito.cli.fastargs` from the command's own
 builder, and everything else (``--help``, an error, an unusual option) by
-argparse, laid out by :mod:`fabrikito.cliparse`.
+argparse, laid out by :mod:`fabrikito.cli.argparsing`.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
 
 # The commands run on every message, which the team's command server runs when it can
-# (forkserver.py); ``served`` is true in a command it runs, which asks no server.
+# (cli/server.py); ``served`` is true in a command it runs, which asks no server.
 SERVED = ("say", "flush", "status")
 served = False
 
@@ -176,19 +176,19 @@ COMMANDS: tuple[Command, ...] = (
     Command(
         "check",
         "validate the team file and show each seat's permission class, hooks and kickoff",
-        "fabrikito.commands:cmd_check",
+        "fabrikito.cli.commands:cmd_check",
         _build_check,
     ),
     Command(
         "say",
         "type a labelled message into a seat's Claude Code box, or refuse with the reason",
-        "fabrikito.commands:cmd_say",
+        "fabrikito.cli.commands:cmd_say",
         _build_say,
     ),
     Command(
         "flush",
         "submit text that an interrupted say left in a seat's box (never a person's draft)",
-        "fabrikito.commands:cmd_flush",
+        "fabrikito.cli.commands:cmd_flush",
         _build_flush,
     ),
     Command(
@@ -215,17 +215,19 @@ COMMANDS: tuple[Command, ...] = (
         "fabrikito.inbox.send:cmd_wait_idle",
         "fabrikito.inbox.send:build_wait_idle",
     ),
-    Command("up", "start the team's seats and give each its kickoff", "fabrikito.commands:cmd_up", _build_up),
+    Command("up", "start the team's seats and give each its kickoff", "fabrikito.cli.commands:cmd_up", _build_up),
     Command(
-        "down", "stop the team's seats (the state and the log are kept)", "fabrikito.commands:cmd_down", _build_down
+        "down", "stop the team's seats (the state and the log are kept)", "fabrikito.cli.commands:cmd_down", _build_down
     ),
     Command(
         "queue",
         "list the messages waiting for a seat (say --queue, an inbox), drop one, or release a held one",
-        "fabrikito.commands:cmd_queue",
+        "fabrikito.cli.commands:cmd_queue",
         _build_queue,
     ),
-    Command("status", "show every seat's state and its last messages", "fabrikito.commands:cmd_status", _build_status),
+    Command(
+        "status", "show every seat's state and its last messages", "fabrikito.cli.commands:cmd_status", _build_status
+    ),
     Command(
         "qualify",
         "check your Claude Code release offline against what fabrikito reads, and accept it when it passes",
@@ -235,13 +237,13 @@ COMMANDS: tuple[Command, ...] = (
     Command(
         "init",
         "write a starting team: a commented team.toml and the shared prompt (never overwrites)",
-        "fabrikito.commands:cmd_init",
+        "fabrikito.cli.commands:cmd_init",
         _build_init,
     ),
     Command(
         "demo",
         "run the example team offline: real Claude Code seats, a stand-in model",
-        "fabrikito.commands:cmd_demo",
+        "fabrikito.cli.commands:cmd_demo",
         _build_demo,
     ),
 )
@@ -250,7 +252,7 @@ COMMANDS: tuple[Command, ...] = (
 def build_parser(argv: Sequence[str] = (), commands: Sequence[Command] = COMMANDS) -> argparse.ArgumentParser:
     """The parser for ``argv``: only the command ``argv`` names, with its arguments;
     every command, none built, when it names none or one that does not exist."""
-    from fabrikito.cliparse import HelpFormatter, Parser, untranslated
+    from fabrikito.cli.argparsing import HelpFormatter, Parser, untranslated
 
     untranslated()
     parser = Parser(
@@ -293,13 +295,13 @@ def parse(argv: Sequence[str], commands: Sequence[Command] = COMMANDS) -> tuple[
     """The arguments of ``argv``, and the parser when argparse read them.
 
     A plain command line (the command first, its options, then its
-    positionals) is read by :mod:`fabrikito.fastargs` into the same values
+    positionals) is read by :mod:`fabrikito.cli.fastargs` into the same values
     argparse gives (tests/unit/test_fastargs.py compares them); anything else,
     including ``--help`` and every error, goes to argparse.
     """
     known = [command for command in commands if argv and command.name == argv[0]]
     if known:
-        from fabrikito import fastargs
+        from fabrikito.cli import fastargs
 
         args = fastargs.parse(argv, _builder(known[0]), handler=known[0].handler)
         if args is not None:
@@ -318,9 +320,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             print_error(f"fabrikito _host: {exc.message}")
             return exc.exit_code
     if argv[:1] and argv[0] in SERVED and not served and os.environ.get("FABRIKITO_SERVER") != "0":
-        from fabrikito.base import commandwire  # the team's command server runs it, when there is one
+        from fabrikito.cli import wire  # the team's command server runs it, when there is one
 
-        code = commandwire.run(list(argv))
+        code = wire.run(list(argv))
         if code is not None:
             return code
     args, parser = parse(argv)

@@ -181,7 +181,9 @@ def cmd_up(args: argparse.Namespace) -> int:
         from fabrikito.launch import multihost
 
         return multihost.run_up(team, args.roles, out=_line, timeout=args.timeout)
-    result = lifecycle.up(team, args.roles, out=_line, timeout=args.timeout)
+    from fabrikito.cli import serverctl
+
+    result = lifecycle.up(team, args.roles, out=_line, timeout=args.timeout, helpers=[serverctl.UP_HELPER])
     _line("")
     _line(status.render(status.collect(team)))
     for failed in result.failed:
@@ -198,7 +200,9 @@ def cmd_down(args: argparse.Namespace) -> int:
         from fabrikito.launch import multihost
 
         return multihost.run_down(team, args.roles, out=_line)
-    return lifecycle.down(team, args.roles, out=_line)
+    from fabrikito.cli import serverctl
+
+    return lifecycle.down(team, args.roles, out=_line, stop_helpers=[serverctl.stop])
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -225,8 +229,10 @@ def cmd_init(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
+    from fabrikito.cli import serverctl
     from fabrikito.offline import demo
 
+    helpers, stops = [serverctl.UP_HELPER], [serverctl.stop]  # the demo's team, as up and down run it
     if args.mixed:
         from pathlib import Path
 
@@ -234,11 +240,11 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
         where = Path(args.dir).expanduser().absolute() if args.dir else demo_mixed.default_dir()
         if args.stop:
-            return demo.stop(where, out=_line)
-        return demo_mixed.run(where, out=_line, socket=args.tmux_socket or demo_mixed.SOCKET)
+            return demo.stop(where, out=_line, stop_helpers=stops)
+        return demo_mixed.run(where, out=_line, socket=args.tmux_socket or demo_mixed.SOCKET, helpers=helpers)
     if args.stop:
-        return demo.stop(demo.demo_dir(args.dir), out=_line)
-    return demo.run(demo.demo_dir(args.dir), out=_line, socket=args.tmux_socket or demo.SOCKET)
+        return demo.stop(demo.demo_dir(args.dir), out=_line, stop_helpers=stops)
+    return demo.run(demo.demo_dir(args.dir), out=_line, socket=args.tmux_socket or demo.SOCKET, helpers=helpers)
 
 
 def _across_hosts(team: Team) -> bool:

@@ -1,13 +1,12 @@
 """The team's command server: ``say``, ``flush`` and ``status`` run by a process that has them imported.
 
-(Started and ended from :mod:`fabrikito.launch.commandserver`; it runs ``fabrikito.cli``, so it
-sits at the top, beside it.)
+(Started and ended from :mod:`fabrikito.cli.serverctl`; it runs :func:`fabrikito.cli.main`.)
 
 A cold ``say`` or ``status`` spends a third to three quarters of its time
 starting Python and importing ``re``, ``enum``, ``pathlib``, ``json`` and the
 recognisers, not doing its work (docs/benchmarks.md).  ``up`` starts this
 server for a team whose seats are all on this machine; those commands hand
-themselves to it (:mod:`fabrikito.base.commandwire`), and for each it forks: the
+themselves to it (:mod:`fabrikito.cli.wire`), and for each it forks: the
 child takes the asker's standard input, output and error (passed over the
 socket), arguments, environment, working folder and umask, speaks for the
 asker's process (``delivery.identity.caller_pid``: who is speaking is found
@@ -19,7 +18,7 @@ copy of fabrikito only; it declines (the command then runs in the asking
 process) a request it cannot read, or any request once the package's files
 changed since it started (an upgrade or an edit: it then exits).
 
-``python -m fabrikito.forkserver TEAM_FILE`` runs it.  It holds
+``python -m fabrikito.cli.server TEAM_FILE`` runs it.  It holds
 ``.state/.fabrikito.<file name>.lock`` while it runs (that file names its pid and
 start time once it listens), listens on ``.state/.fabrikito.<file name>.sock``
 (0600, in the 0700 ``.state/``), and ends on SIGTERM (``down``), SIGINT or
@@ -41,15 +40,16 @@ import time
 import traceback
 from pathlib import Path
 
-from fabrikito.base import commandwire, daemons, procs, tmuxcontrol
+from fabrikito.base import daemons, procs, tmuxcontrol
 from fabrikito.base.errors import FabrikitoError, TmuxError
-from fabrikito.launch.commandserver import MODULE, connect_control, lock_path, socket_path
+from fabrikito.cli import wire
+from fabrikito.cli.serverctl import MODULE, connect_control, lock_path, socket_path
 
 CHECK_EVERY = 10.0
 REAP_EVERY = 0.5  # how soon a child ended by a signal is told to its asker
 REQUEST_TIMEOUT = 5.0
 MAX_REQUEST = 16 << 20
-PACKAGE = Path(__file__).resolve().parent
+PACKAGE = Path(__file__).resolve().parent.parent  # the fabrikito package's folder
 
 
 class _Stop(BaseException):
@@ -108,7 +108,7 @@ class Server:
     def check(self) -> bool:
         """Every :data:`CHECK_EVERY` seconds: whether to keep running; and, without a tmux control client
         (none was attached when it started, or it went away), connect one if tmux lists no attached
-        client now (:func:`~fabrikito.launch.commandserver.connect_control`)."""
+        client now (:func:`~fabrikito.cli.serverctl.connect_control`)."""
         if not self.still_wanted():
             return False
         if self.control is None or self.control.broken is not None:
@@ -148,20 +148,20 @@ class Server:
         if uid != os.getuid() or caller <= 0:
             conn.close()
             return
-        raw, fds, flags, _ = socket.recv_fds(conn, 1 << 16, len(commandwire.STDIO))
+        raw, fds, flags, _ = socket.recv_fds(conn, 1 << 16, len(wire.STDIO))
         try:
             while raw and len(raw) <= MAX_REQUEST:
                 chunk = conn.recv(1 << 16)
                 if not chunk:
                     break
                 raw += chunk
-            request = commandwire.decode_request(raw)
-            whole = len(fds) == len(commandwire.STDIO) and not flags & socket.MSG_CTRUNC
+            request = wire.decode_request(raw)
+            whole = len(fds) == len(wire.STDIO) and not flags & socket.MSG_CTRUNC
             if package_stamp() != self.stamp:
                 self.stale = True
                 request = None
             if request is None or not whole or request[0] != str(PACKAGE) or not os.path.isdir(request[1]):
-                conn.sendall(commandwire.DECLINED)
+                conn.sendall(wire.DECLINED)
                 conn.close()
                 return
             answer = answer_status(request)
@@ -218,7 +218,7 @@ def plain_status(argv: list[str]) -> str | None:
     return "".join(sorted(flags))
 
 
-def answer_status(request: commandwire.Request) -> bytes | None:
+def answer_status(request: wire.Request) -> bytes | None:
     """A plain ``status``, run here in the server (no fork: everything is imported, and a screen
     recognised before is not recognised again: ``status._reading``) with the variables it reads
     set as the asker has them; the answer the asker prints.  ``None``: not a plain status, a team
@@ -228,26 +228,27 @@ def answer_status(request: commandwire.Request) -> bytes | None:
     flags = plain_status(argv)
     if flags is None or env.get("FABRIKITO_DEBUG") == "1":
         return None
-    from fabrikito.launch import commandserver, status
+    from fabrikito.cli import serverctl
+    from fabrikito.launch import status
     from fabrikito.team import teamfile
 
-    team_path = commandwire.team_of(argv, env, cwd)
-    mine = {name: os.environ.get(name) for name in commandwire.ENV_READ}
-    _adopt({name: env.get(name) for name in commandwire.ENV_READ})
+    team_path = wire.team_of(argv, env, cwd)
+    mine = {name: os.environ.get(name) for name in wire.ENV_READ}
+    _adopt({name: env.get(name) for name in wire.ENV_READ})
     try:
         team = teamfile.load(team_path)
-        if not commandserver.served(team):
+        if not serverctl.served(team):
             return None
         listing = team.server().start_list_panes()
         text = status.report(team, as_json="j" in flags, screens="n" not in flags, listing=listing)
     except FabrikitoError as exc:
-        return commandwire.encode_output(exc.exit_code, "", f"fabrikito status: {exc.message}\n")
+        return wire.encode_output(exc.exit_code, "", f"fabrikito status: {exc.message}\n")
     except Exception:  # the child runs it and shows the error as status shows it
         traceback.print_exc()
         return None
     finally:
         _adopt(mine)
-    return commandwire.encode_output(0, text + "\n", "")
+    return wire.encode_output(0, text + "\n", "")
 
 
 def _adopt(env: dict[str, str | None]) -> None:
@@ -259,7 +260,7 @@ def _adopt(env: dict[str, str | None]) -> None:
     time.tzset()
 
 
-def _run_child(server: Server, conn: socket.socket, fds: list[int], request: commandwire.Request, caller: int) -> None:
+def _run_child(server: Server, conn: socket.socket, fds: list[int], request: wire.Request, caller: int) -> None:
     """In the forked child: become the asker's command, run it, say its exit status, end."""
     _package, cwd, umask, argv, env = request
     code = 1
@@ -274,10 +275,10 @@ def _run_child(server: Server, conn: socket.socket, fds: list[int], request: com
             os.close(server.lock_fd)  # the lock is the server's: a command outliving it does not hold it
         for other in server.children.values():
             other.close()
-        for target, fd in zip(commandwire.STDIO, fds, strict=True):
+        for target, fd in zip(wire.STDIO, fds, strict=True):
             os.dup2(fd, target)
         for fd in fds:
-            if fd not in commandwire.STDIO:
+            if fd not in wire.STDIO:
                 os.close(fd)
         os.chdir(cwd)
         os.umask(umask)
@@ -372,13 +373,12 @@ def _tmux_socket(team_path: Path) -> str | None:
 def _preload() -> None:
     """Import what the commands it runs import, once, before any is asked for."""
     import fabrikito.base.text
-    import fabrikito.cli
-    import fabrikito.commands
+    import fabrikito.cli.commands
+    import fabrikito.cli.fastargs
     import fabrikito.delivery.flush
     import fabrikito.delivery.identity
     import fabrikito.delivery.queue
     import fabrikito.delivery.say
-    import fabrikito.fastargs
     import fabrikito.launch.status
     import fabrikito.screen.releases  # noqa: F401
 

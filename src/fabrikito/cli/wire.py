@@ -1,6 +1,6 @@
 """A command handed to the team's command server, and the asking side.
 
-``up`` starts a command server for the team (:mod:`fabrikito.launch.commandserver`):
+``up`` starts a command server for the team (:mod:`fabrikito.cli.serverctl`, :mod:`fabrikito.cli.server`):
 a process that has already imported what ``say``, ``flush`` and ``status`` need.
 Asked, it forks, and the child runs the command exactly as the asking process
 would have: the same arguments, environment, working folder and umask, the
