@@ -17,10 +17,11 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from tests.unit.serverkit import callers, environ, fabrikito, here, same, wait_until, write_team
 
 from fabrikito.base import daemons, tmuxcontrol
 from fabrikito.base.errors import FabrikitoError
@@ -29,7 +30,6 @@ from fabrikito.cli import server as command_server
 from fabrikito.cli import serverctl, wire
 from fabrikito.team import teamfile
 
-SRC = Path(__file__).resolve().parents[2] / "src"
 STATUS = [
     ["status"],
     ["status", "--json"],
@@ -39,78 +39,6 @@ STATUS = [
     ["status", "--help"],
 ]
 SAY = [["say", "em", "hello"], ["say", "nobody", "hello"], ["say", "em", ""], ["flush", "em"], ["say", "--bad"]]
-
-
-def write_team(folder: Path, socket_name: str) -> Path:
-    path = folder / "team.toml"
-    seats = "".join(f'\n[[seat]]\nrole = "{r}"\nsession = "acme-{r}"\n' for r in ("em", "sec", "qa"))
-    path.write_text(f'name = "acme"\ntmux_socket = "{socket_name}"\n{seats}', encoding="utf-8")
-    return path
-
-
-@pytest.fixture
-def team(tmp_path: Path) -> Iterator[teamfile.Team]:
-    folder = tmp_path / "team"
-    folder.mkdir()
-    loaded = teamfile.load(write_team(folder, f"fab-cs-{secrets.token_hex(4)}"))
-    server = loaded.server()
-    server.new_session("acme-em", ["sleep", "300"], cwd="/")
-    server.new_session("acme-sec", ["sleep", "300"], cwd="/")
-    try:
-        yield loaded
-    finally:
-        serverctl.stop(loaded)
-        if server.alive():
-            server.kill_server()
-
-
-@pytest.fixture
-def shim(tmp_path: Path) -> tuple[Path, Path]:
-    """A ``tmux`` first on PATH that logs the pid of its caller's parent, then runs the real one."""
-    folder, log = tmp_path / "bin", tmp_path / "tmux-calls"
-    folder.mkdir()
-    real = subprocess.run(["sh", "-c", "command -v tmux"], capture_output=True, text=True, check=True).stdout.strip()
-    grandparent = "$(cut -d' ' -f4 /proc/$PPID/stat)"
-    (folder / "tmux").write_text(
-        f'#!/bin/sh\necho "$PPID {grandparent}" >> "${{TMUX_CALLS:-{log}}}"\nexec {real} "$@"\n', encoding="utf-8"
-    )
-    (folder / "tmux").chmod(0o755)
-    return folder, log
-
-
-def environ(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("TMUX", "TEAM_ROLE", "FABRIKITO"))}
-    return {**env, "PYTHONPATH": str(SRC), **extra}
-
-
-def fabrikito(argv: list[str], cwd: Path, stdin: str | None = None, **extra: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "fabrikito", *argv],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        env=environ(**extra),
-        input=stdin,
-        stdin=None if stdin is not None else subprocess.DEVNULL,
-        timeout=60,
-        check=False,
-    )
-
-
-def here(argv: list[str], cwd: Path, stdin: str | None = None, **extra: str) -> subprocess.CompletedProcess[str]:
-    """The command run in its own process, the server not asked."""
-    return fabrikito(argv, cwd, stdin, FABRIKITO_SERVER="0", **extra)
-
-
-def callers(log: Path) -> list[tuple[int, int]]:
-    """``(parent, grandparent)`` of each tmux call logged since the last look."""
-    lines = log.read_text(encoding="utf-8").splitlines() if log.exists() else []
-    log.unlink(missing_ok=True)
-    return [(int(a), int(b)) for a, b in (line.split() for line in lines)]
-
-
-def same(a: subprocess.CompletedProcess[str], b: subprocess.CompletedProcess[str]) -> bool:
-    return (a.returncode, a.stdout, a.stderr) == (b.returncode, b.stdout, b.stderr)
 
 
 def test_commands_run_by_the_server_do_what_they_do_here(team: teamfile.Team, shim: tuple[Path, Path]) -> None:
@@ -125,12 +53,14 @@ def test_commands_run_by_the_server_do_what_they_do_here(team: teamfile.Team, sh
         served = fabrikito(argv, team.base_dir, PATH=path)
         cold = here(argv, team.base_dir, PATH=path, TMUX_CALLS=str(cold_log))
         assert same(served, cold), (argv, served, cold)
-    assert all(pid in pair for pair in callers(log))  # every tmux call by the server or its child
+    calls = callers(log)
+    assert calls and all(grand == pid for _, grand in calls)  # every tmux call by a child of the server
     assert not any(pid in pair for pair in callers(cold_log))
-    answered = fabrikito(["status"], team.base_dir, PATH=path)  # a plain status: the server itself
-    assert answered.returncode == 0 and [parent for parent, _ in callers(log)] == [pid, pid]
-    forked = fabrikito(["status", "--team=team.toml"], team.base_dir, PATH=path)  # not plain: a child
-    assert forked.returncode == 0 and [grand for _, grand in callers(log)] == [pid, pid]
+    for argv in (["status"], ["status", "--team=team.toml"]):  # each in a child, with the asker's PATH
+        assert fabrikito(argv, team.base_dir, PATH=path).returncode == 0
+        calls = callers(log)
+        assert calls and [grand for _, grand in calls] == [pid] * len(calls)
+        assert pid not in [parent for parent, _ in calls]  # the server's own PATH never changes
     refused = fabrikito(["say", "em", "hello"], team.base_dir)
     assert refused.returncode == 3 and "not running an agent" in refused.stderr
     assert same(refused, here(["say", "em", "hello"], team.base_dir))
@@ -223,13 +153,6 @@ def test_a_command_outlives_a_stopped_server(team: teamfile.Team) -> None:
     assert asker.returncode == 3 and "not running an agent" in err
 
 
-def wait_until(done: Callable[[], bool], timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not done():
-        assert time.monotonic() < deadline
-        time.sleep(0.01)
-
-
 def fake_server(where: Path, answer: Callable[[socket.socket], None]) -> Callable[[], None]:
     """A listener at ``where`` that treats each asker with ``answer``; returns its stop."""
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -260,13 +183,24 @@ def fake_server(where: Path, answer: Callable[[socket.socket], None]) -> Callabl
 
 
 def drain(conn: socket.socket, answer: bytes) -> None:
-    """Read a whole request, then answer ``answer``."""
-    _, fds, _, _ = socket.recv_fds(conn, 1 << 16, 3)
+    """Read a whole request (its first line says how long it is), then answer ``answer``."""
+    data, fds, _, _ = socket.recv_fds(conn, 1 << 16, 3)
     for fd in fds:
         os.close(fd)
-    while conn.recv(1 << 16):
-        pass
+    head, _, body = data.partition(b"\n")
+    length = wire.request_length(head)
+    assert length is not None, data[:80]
+    while len(body) < length:
+        body += conn.recv(1 << 16)
     conn.sendall(answer)
+
+
+def started_then(conn: socket.socket, then: bytes) -> None:
+    """Read a whole request, say "started" as a child does, wait for "go", then answer ``then``."""
+    drain(conn, b"started 1\n")
+    conn.settimeout(5)
+    assert conn.recv(3) == wire.GO
+    conn.sendall(then)
 
 
 @pytest.mark.parametrize(
@@ -274,9 +208,10 @@ def drain(conn: socket.socket, answer: bytes) -> None:
     [
         pytest.param(lambda conn: None, True, id="closes"),
         pytest.param(lambda conn: drain(conn, b"garbage\n"), True, id="garbage"),
-        pytest.param(lambda conn: drain(conn, wire.DECLINED), True, id="declines"),
-        pytest.param(lambda conn: drain(conn, b"output 0 100 0\nhalf a table"), True, id="output-cut-short"),
-        pytest.param(lambda conn: drain(conn, b"started 1\n"), False, id="started-then-gone"),
+        pytest.param(lambda conn: drain(conn, b"declined busy\n"), True, id="declines"),
+        pytest.param(lambda conn: drain(conn, b""), True, id="says-nothing"),
+        pytest.param(lambda conn: started_then(conn, wire.NOT_RUN + b"\n"), True, id="started-not-run"),
+        pytest.param(lambda conn: started_then(conn, b""), False, id="started-then-gone"),
     ],
 )
 def test_a_command_runs_here_only_when_the_server_started_none(
@@ -291,44 +226,9 @@ def test_a_command_runs_here_only_when_the_server_started_none(
         stop()
     if runs_here:
         assert same(asked, here(["status"], team.base_dir)) and "acme-em" in asked.stdout
-        assert "half a table" not in asked.stdout
     else:  # it may have run there: never run again here
         assert asked.returncode == 1 and asked.stdout == ""
         assert "went away while the command ran: its exit status is not known" in asked.stderr
-
-
-def ask_directly(server: command_server.Server, request: bytes) -> bytes:
-    ours, theirs = socket.socketpair()
-    with ours, theirs:
-        socket.send_fds(ours, [request], [0, 1, 2])
-        ours.shutdown(socket.SHUT_WR)
-        server.serve(theirs)
-        return ours.recv(1 << 16)
-
-
-def test_the_server_declines_what_it_cannot_run(team: teamfile.Team) -> None:
-    listener = socket.socket(socket.AF_UNIX)
-    server = command_server.Server(team.path, listener, 0, None)
-    package, cwd = str(command_server.PACKAGE), str(team.base_dir)
-
-    def request(package: str = package, cwd: str = cwd) -> bytes:
-        return wire.encode_request(package, cwd, 0o22, ["--version"], {"PATH": os.environ["PATH"]})
-
-    assert ask_directly(server, b"run this") == wire.DECLINED
-    assert ask_directly(server, request(package="/elsewhere/fabrikito")) == wire.DECLINED  # another copy
-    assert ask_directly(server, request(cwd=str(team.base_dir / "gone"))) == wire.DECLINED
-    assert not server.stale
-    started = ask_directly(server, request())
-    assert started.startswith(b"started ")
-
-    def reaped() -> bool:
-        server.reap()
-        return not server.children
-
-    wait_until(reaped)
-    server.stamp = ()  # the package's files changed since the server started: it ends
-    assert ask_directly(server, request()) == wire.DECLINED and server.stale
-    listener.close()
 
 
 def in_process(team: teamfile.Team) -> command_server.Server:
@@ -471,7 +371,6 @@ def test_a_stop_while_it_connects_comes_once_its_client_is_connected_and_shared(
 ) -> None:
     """A client its owner leaves half connected can keep tmux 3.3a from ever exiting: the stop signals are
     held while it connects, and a stop that came meanwhile ends the server once the client can be closed."""
-    from fabrikito.base import tmuxcontrol
 
     real = serverctl.connect_control
 
@@ -485,13 +384,12 @@ def test_a_stop_while_it_connects_comes_once_its_client_is_connected_and_shared(
     try:
         with pytest.raises(command_server._Stop):
             server.connect()
-        assert server.control is not None and tmuxcontrol.shared() is server.control  # connected, then stopped
+        assert server.control is not None and server.control.broken is None  # connected, then stopped
         server.control.close()  # what the server's way out does
         wait_until(lambda: team.server().run("list-clients").strip() == "")
     finally:
         signal.signal(signal.SIGTERM, previous)
-        tmuxcontrol.share(None)
-        server.listener.close()
+        server.close()
 
 
 def test_a_control_client_that_cannot_be_made_leaves_the_server_serving(
@@ -506,7 +404,6 @@ def test_a_control_client_that_cannot_be_made_leaves_the_server_serving(
 
 
 def test_it_connects_its_client_once_nobody_is_attached_and_again_after_it_went(team: teamfile.Team) -> None:
-    from fabrikito.base import tmuxcontrol
 
     tmux = team.server()
     person = subprocess.Popen(
@@ -519,7 +416,7 @@ def test_it_connects_its_client_once_nobody_is_attached_and_again_after_it_went(
         person.kill()
         person.wait()
         wait_until(lambda: tmux.run("list-clients").strip() == "")
-        assert server.check() and server.control is not None and tmuxcontrol.shared() is server.control
+        assert server.check() and server.control is not None and server.control.broken is None
         first = server.control.proc.pid
         os.kill(first, signal.SIGKILL)
 
@@ -528,15 +425,14 @@ def test_it_connects_its_client_once_nobody_is_attached_and_again_after_it_went(
             return server.control is not None and server.control.broken is not None
 
         wait_until(reaped)
-        assert tmuxcontrol.shared() is None  # its commands run tmux themselves meanwhile
+        # its commands run tmux themselves meanwhile (Invocation.tmux: a broken client is not used)
         assert server.check() and server.control is not None and server.control.broken is None
-        assert server.control.proc.pid != first and tmuxcontrol.shared() is server.control
+        assert server.control.proc.pid != first
     finally:
         person.kill()
         if server.control is not None:
             server.control.close()
-        tmuxcontrol.share(None)
-        server.listener.close()
+        server.close()
 
 
 def test_down_stops_it_and_its_socket_goes(team: teamfile.Team) -> None:
@@ -606,38 +502,6 @@ def test_a_served_command_imports_next_to_nothing(team: teamfile.Team, argv: lis
     assert sorted(heavy & modules) == []
 
 
-class Recording(dict[str, str]):
-    """``os.environ`` that notes every name read."""
-
-    def __init__(self, values: dict[str, str], seen: set[str]) -> None:
-        super().__init__(values)
-        self.seen = seen
-
-    def __getitem__(self, key: str) -> str:
-        self.seen.add(key)
-        return super().__getitem__(key)
-
-    def get(self, key: str, default: object = None) -> object:  # type: ignore[override]
-        self.seen.add(key)
-        return super().get(key, default)
-
-    def __contains__(self, key: object) -> bool:
-        self.seen.add(str(key))
-        return super().__contains__(key)
-
-
-def test_status_reads_no_variable_the_server_is_not_told(team: teamfile.Team, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The server answers a plain status itself with only ENV_READ set as the asker has them."""
-    from fabrikito.launch import status
-
-    seen: set[str] = set()
-    monkeypatch.setattr(os, "environ", Recording(dict(os.environ), seen))
-    for screens in (True, False):
-        for as_json in (True, False):
-            status.report(teamfile.load(team.path), as_json=as_json, screens=screens)
-    assert seen and seen <= set(wire.ENV_READ), sorted(seen - set(wire.ENV_READ))
-
-
 def test_status_is_answered_with_the_askers_time_zone(team: teamfile.Team) -> None:
     assert serverctl.ensure_running(team)
     (team.state_dir / "messages.log").write_text("2026-12-01T10:00:00\towner\tem\tDELIVERED\thi\n")
@@ -668,12 +532,27 @@ def test_the_team_asked_is_the_one_the_line_names(monkeypatch: pytest.MonkeyPatc
 
 def test_a_request_round_trips_and_a_bad_one_is_none() -> None:
     env = {"TZ": "UTC", "PATH": "/a=b:/c", "EMPTY": ""}
-    request = wire.encode_request("/p", "/w", 0o27, ["say", "em", "two\nlines é"], env)
-    assert wire.decode_request(request) == ("/p", "/w", 0o27, ["say", "em", "two\nlines é"], env)
-    assert wire.decode_request(request + b"\0novalue") is None
-    assert wire.decode_request(request.replace(b"\x0027\x00", b"\x0099\x00")) is None  # not octal
-    assert wire.decode_request(b"fabrikito-run/0\0/p\0/w\x0022\x000") is None
-    assert wire.decode_request(wire.encode_request("/p", "w", 0, [], {})) is None  # a relative cwd
+    stdio = "utf-8,strict,;utf-8,strict,l;utf-8,backslashreplace,lw"
+    request = wire.encode_request("/p", "/w", 0o27, ["say", "em", "two\nlines é"], env, stdio)
+    head, _, body = request.partition(b"\n")
+    assert wire.request_length(head) == len(body)
+    got = wire.decode_request(body)
+    assert got is not None
+    assert (got.package, got.cwd, got.umask, got.stdio, got.argv, got.env) == (
+        "/p",
+        "/w",
+        0o27,
+        stdio,
+        ["say", "em", "two\nlines é"],
+        env,
+    )
+    assert wire.decode_request(body + b"\0novalue") is None
+    assert wire.decode_request(body.replace(b"\x0027\x00", b"\x0099\x00")) is None  # not octal
+    assert wire.decode_request(body.replace(stdio.encode(), b"utf-8")) is None  # not three streams
+    short = wire.encode_request("/p", "w", 0, [], {})
+    assert wire.decode_request(short.partition(b"\n")[2]) is None  # a relative cwd
+    assert wire.request_length(b"fabrikito-run/1 12") is None  # another protocol
+    assert wire.request_length(b"fabrikito-run/2 -1") is None
 
 
 def test_a_command_that_ends_at_once_runs_once(team: teamfile.Team) -> None:

@@ -72,25 +72,6 @@ ATTACH_WAIT = 3.0
 CONNECT_WAIT = 3.0
 _SAFE = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.,:/@=+")
 
-_SHARED: list[Control] = []  # the one this process offers (the server's, inherited by its children)
-
-
-def share(control: Control | None) -> None:
-    """Offer ``control`` to every command this process (and the children it forks) runs (``None``: none)."""
-    _SHARED[:] = [] if control is None else [control]
-
-
-def shared() -> Control | None:
-    return _SHARED[0] if _SHARED else None
-
-
-def controlled(server: Server) -> Server:
-    """``server``, its commands sent through the shared client when this process has one on that server."""
-    control = shared()
-    if control is None or control.broken is not None or control.flags != server.server_flags:
-        return server
-    return Controlled.over(server, control)
-
 
 class NotSent(TmuxError):
     """Nothing was written to the client: the command may run as a tmux process of its own."""
@@ -308,6 +289,10 @@ class Controlled(Server):
         return made
 
     def start(self, *args: str, input: bytes | None = None, env: Mapping[str, str] | None = None) -> Pending:
+        if input is None and env is None and not _one_screen_last(args):
+            parts = _screen_parts(args)
+            if parts is not None:  # a read-only chain of several screens: one exchange each, in order
+                return self._each(list(args), parts)
         if input is not None or env is not None or not _one_screen_last(args):
             return super().start(*args, input=input, env=env)
         try:
@@ -318,6 +303,19 @@ class Controlled(Server):
             return super().start(*args) if args[0] in READ_ONLY else Done(list(args), exc)
         except TmuxError as exc:
             return Done(list(args), exc)
+
+    def _each(self, args: list[str], parts: list[list[str]]) -> Pending:
+        """The chain's answer from one exchange per part (each ends with its one screen), or, when one
+        cannot be sent or answered, from a tmux process running the whole chain (it only reads)."""
+        answers = []
+        for part in parts:
+            try:
+                answers.append(self.control.exchange(part))
+            except (NotSent, Unanswered):
+                return super().start(*args)
+            except TmuxError as exc:
+                return Done(args, exc)
+        return Done(args, "".join(answers))
 
     def paste(self, pane: str, text: str, *, bracketed: bool = True) -> None:
         name = buffer_name()
@@ -450,6 +448,28 @@ def _parse_answer(window: list[bytes], count: int, argv: list[str]) -> str | Tmu
         out += window[begin + 1 : end]
         at = end + 1
     return "".join(line.decode("utf-8", "replace") + "\n" for line in out)
+
+
+def _screen_parts(args: Sequence[str]) -> list[list[str]] | None:
+    """A chain of commands that only read (``status``'s look at every seat: ``display-message`` and
+    ``capture-pane`` per pane) cut after each ``capture-pane``, so each part shows one screen, last;
+    ``None`` when it writes anything."""
+    commands: list[list[str]] = [[]]
+    for arg in args:
+        if arg == ";":
+            commands.append([])
+        else:
+            commands[-1].append(arg)
+    if any(not command or command[0] not in READ_ONLY for command in commands):
+        return None
+    parts: list[list[str]] = [[]]
+    for command in commands:
+        if parts[-1]:
+            parts[-1].append(";")
+        parts[-1] += command
+        if command[0] == "capture-pane":
+            parts.append([])
+    return [part for part in parts if part]
 
 
 def _one_screen_last(args: Sequence[str]) -> bool:

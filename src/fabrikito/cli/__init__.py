@@ -21,6 +21,7 @@ import os
 import sys
 
 from fabrikito.base.errors import FabrikitoError, print_error
+from fabrikito.cli.invocation import Invocation
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy knows the name)
 if TYPE_CHECKING:
@@ -29,12 +30,6 @@ if TYPE_CHECKING:
     from typing import Any
 
     Builder = Callable[[argparse.ArgumentParser], None]
-
-
-# The commands run on every message, which the team's command server runs when it can
-# (cli/server.py); ``served`` is true in a command it runs, which asks no server.
-SERVED = ("say", "flush", "status")
-served = False
 
 
 class Command:
@@ -310,32 +305,68 @@ def parse(argv: Sequence[str], commands: Sequence[Command] = COMMANDS) -> tuple[
     return parser.parse_args(argv), parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, invocation: Invocation | None = None) -> int:
+    """Run the command ``argv`` (default: this process's); ``invocation`` says for whom and where it prints
+    (default: this process, :meth:`Invocation.here`; the command server hands its child the asker's)."""
     if argv is None:
         argv = sys.argv[1:]
+    inv = Invocation.here() if invocation is None else invocation
     if argv[:1] == ["_host"]:  # a host's side of a team across hosts, run over ssh (launch/hostside.py); unlisted
         try:
             return int(_resolve("fabrikito.launch.hostside:main")(argv[1:]))
         except FabrikitoError as exc:
             print_error(f"fabrikito _host: {exc.message}")
             return exc.exit_code
-    if argv[:1] and argv[0] in SERVED and not served and os.environ.get("FABRIKITO_SERVER") != "0":
+    served = argv[:1] and argv[0] in ("say", "flush", "status")  # the server's commands (cli/wire.py: SERVED)
+    if served and not inv.served and os.environ.get("FABRIKITO_SERVER") != "0":
         from fabrikito.cli import wire  # the team's command server runs it, when there is one
 
-        code = wire.run(list(argv))
+        code = wire.ask(list(argv))
         if code is not None:
             return code
+        inv.held = wire.holding()  # a stop signal came first: it stops the command here, once it can
+    command = argv[0] if argv else ""
+    try:
+        code = _run(argv, inv)
+    except BaseException:
+        _release(inv, command)
+        raise
+    interrupted = _release(inv, command)
+    return code if interrupted is None else interrupted
+
+
+def _release(inv: Invocation, command: str) -> int | None:
+    """Let through a stop signal held that no guard took: it ends the command now, as it would have
+    (Ctrl-C: ``interrupted``, 130; ``None``: none came)."""
+    if inv.held:
+        from fabrikito.cli import wire
+
+        inv.held = False
+        try:
+            wire.release()
+        except KeyboardInterrupt:
+            print_error(f"fabrikito {command}: interrupted")
+            return 130
+    return None
+
+
+def _run(argv: Sequence[str], inv: Invocation) -> int:
+    if inv.held and argv[:1] not in (["say"], ["flush"]):  # no guard to wait for (cli/wire.py: GUARDED)
+        interrupted = _release(inv, argv[0])
+        if interrupted is not None:
+            return interrupted
     args, parser = parse(argv)
     if args.version:
         from fabrikito import __version__
 
-        print(f"fabrikito {__version__}")
+        inv.out(f"fabrikito {__version__}")
         return 0
     handler_path = getattr(args, "_handler", None)
     if handler_path is None:
         if parser is not None:
             parser.print_help(sys.stderr)
         return 2
+    args.invocation = inv
     try:
         code = _resolve(handler_path)(args)
         return int(code)

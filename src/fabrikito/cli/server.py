@@ -1,22 +1,31 @@
 """The team's command server: ``say``, ``flush`` and ``status`` run by a process that has them imported.
 
-(Started and ended from :mod:`fabrikito.cli.serverctl`; it runs :func:`fabrikito.cli.main`.)
+(Started and ended from :mod:`fabrikito.cli.serverctl`; each command runs in a
+forked child, :mod:`fabrikito.cli.served`.)
 
 A cold ``say`` or ``status`` spends a third to three quarters of its time
 starting Python and importing ``re``, ``enum``, ``pathlib``, ``json`` and the
 recognisers, not doing its work (docs/benchmarks.md).  ``up`` starts this
 server for a team whose seats are all on this machine; those commands hand
-themselves to it (:mod:`fabrikito.cli.wire`), and for each it forks: the
-child takes the asker's standard input, output and error (passed over the
-socket), arguments, environment, working folder and umask, speaks for the
-asker's process (``delivery.identity.caller_pid``: who is speaking is found
-from the asker's ancestors), and runs ``fabrikito.cli.main`` as the asker
-would have.  Nothing is shared between two commands but what was imported.
+themselves to it (:mod:`fabrikito.cli.wire`), and for each it forks a child that
+becomes the asker's command: its standard streams, arguments, environment,
+folder and umask, the asker's process as the one that speaks.  Nothing is shared
+between two commands but what was imported and the tmux control-mode client
+(:mod:`fabrikito.base.tmuxcontrol`), which each child is handed in its own
+:class:`~fabrikito.cli.invocation.Invocation`.  The server itself never takes
+on an asker's environment, folder or streams, and runs no command itself.
 
-It runs commands for its own user only (``SO_PEERCRED``) and from the same
-copy of fabrikito only; it declines (the command then runs in the asking
-process) a request it cannot read, or any request once the package's files
-changed since it started (an upgrade or an edit: it then exits).
+No asker can hold up another.  Connections are read side by side (one
+selector, nothing blocks): each must bring its whole request within
+:data:`REQUEST_WAIT` seconds of connecting, at most :data:`MAX_ASKING` are read at
+once (a new one past that drops the oldest), at most :data:`MAX_RUNNING` commands
+run at once (past that it declines), and a request over
+:data:`~fabrikito.cli.wire.MAX_REQUEST` is declined whole, unread.  It runs
+commands for its own user only (``SO_PEERCRED``), from the same copy of
+fabrikito only, and only ``say``, ``flush`` and ``status``; it declines
+anything else (the command then runs in the asking process), and any request
+once the package's files changed since it started (an upgrade or an edit: it
+then exits).
 
 ``python -m fabrikito.cli.server TEAM_FILE`` runs it.  It holds
 ``.state/.fabrikito.<file name>.lock`` while it runs (that file names its pid and
@@ -29,8 +38,9 @@ its socket is gone, or its package changed (looked at every
 
 from __future__ import annotations
 
-import io
+import gc
 import os
+import selectors
 import signal
 import socket
 import stat
@@ -46,15 +56,16 @@ from fabrikito.cli import wire
 from fabrikito.cli.serverctl import MODULE, connect_control, lock_path, socket_path
 
 CHECK_EVERY = 10.0
-REAP_EVERY = 0.5  # how soon a child ended by a signal is told to its asker
-REQUEST_TIMEOUT = 5.0
-MAX_REQUEST = 16 << 20
+TICK = 0.5  # the longest it sleeps: a child ended is reaped at once (SIGCHLD), the checks come this often
+REQUEST_WAIT = 2.0  # seconds from connecting to the whole request
+MAX_ASKING = 32  # connections whose request is being read
+MAX_RUNNING = 64  # commands running
 PACKAGE = Path(__file__).resolve().parent.parent  # the fabrikito package's folder
 
 
 class _Stop(BaseException):
-    """A signal asked the server to end (not an ``Exception``: what catches those, answering a status or
-    connecting the tmux client, lets it through)."""
+    """A signal asked the server to end (not an ``Exception``: what catches those, connecting the tmux
+    client, lets it through)."""
 
 
 def _on_signal(signo: int, frame: object) -> None:
@@ -76,8 +87,29 @@ def package_stamp() -> tuple[tuple[str, int, int], ...]:
     return tuple(sorted(found))
 
 
+class Asking:
+    """A connection whose request is being read: the asker's pid, what came so far, its deadline."""
+
+    __slots__ = ("conn", "data", "deadline", "fds", "length", "pid")
+
+    def __init__(self, conn: socket.socket, pid: int, deadline: float) -> None:
+        self.conn = conn
+        self.pid = pid
+        self.deadline = deadline
+        self.data = b""
+        self.length: int | None = None  # the body's, once the first line is read
+        self.fds: list[int] = []  # any that came with it (a request brings none: it is declined)
+
+    def drop(self) -> None:
+        """Close the connection and every descriptor it brought."""
+        for fd in self.fds:
+            _close(fd)
+        self.fds = []
+        self.conn.close()
+
+
 class Server:
-    """One team file's server: its listening socket, its children and what it checks."""
+    """One team file's server: its listening socket, the requests being read, the commands running."""
 
     def __init__(
         self, team_path: Path, listener: socket.socket, inode: int, tmux_socket: str | None, lock_fd: int = -1
@@ -89,8 +121,13 @@ class Server:
         self.tmux_socket = tmux_socket
         self.stamp = package_stamp()
         self.stale = False
+        self.asking: dict[socket.socket, Asking] = {}  # in the order they connected
         self.children: dict[int, socket.socket] = {}  # each command running, with its asker's connection
         self.control: tmuxcontrol.Control | None = None  # the tmux control-mode client its commands share
+        self.selector = selectors.DefaultSelector()
+        self.wake = -1  # the read end of the signals' wake-up pipe, when it has one (main)
+        listener.setblocking(False)
+        self.selector.register(listener, selectors.EVENT_READ)
 
     def still_wanted(self) -> bool:
         """Whether to keep running: its socket is its own, the team file is there, the tmux server runs."""
@@ -119,12 +156,11 @@ class Server:
 
     def connect(self) -> None:
         """Connect the tmux control client its commands share, with the stop signals held until it is
-        connected and shared: a client its owner leaves half connected can keep tmux 3.3a from ever
-        exiting (measured: 2 of 5), while one it closes cannot (0 of 10); a stop then closes it."""
+        connected: a client its owner leaves half connected can keep tmux 3.3a from ever exiting
+        (measured: 2 of 5), while one it closes cannot (0 of 10); a stop then closes it."""
         held = signal.pthread_sigmask(signal.SIG_BLOCK, HANDLED)
         try:
             self.control = _connect(self.team_path)
-            tmuxcontrol.share(self.control)
         finally:
             signal.pthread_sigmask(signal.SIG_SETMASK, held)
 
@@ -141,45 +177,156 @@ class Server:
             return False
         return any(name != tmuxcontrol.CONTROL_SESSION for name in names)
 
-    def serve(self, conn: socket.socket) -> None:
-        """Read one request and start its command, or decline it; ``conn`` is kept while it runs."""
-        conn.settimeout(REQUEST_TIMEOUT)
-        caller, uid, _gid = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))
-        if uid != os.getuid() or caller <= 0:
-            conn.close()
-            return
-        raw, fds, flags, _ = socket.recv_fds(conn, 1 << 16, len(wire.STDIO))
+    # -- the connections -------------------------------------------------------------
+
+    def serve_once(self, timeout: float) -> None:
+        """Wait at most ``timeout`` seconds for something to do, and do it: take new connections, read
+        what came, drop what is late, reap what ended."""
+        soonest = min((a.deadline for a in self.asking.values()), default=time.monotonic() + timeout)
+        wait = max(0.0, min(timeout, soonest - time.monotonic()))
+        for key, _ in self.selector.select(wait):
+            if key.fileobj is self.listener:
+                self.accept()
+            elif key.fileobj == self.wake:
+                _drain(self.wake)
+            elif key.data is not None:
+                self.read(key.data)
+        now = time.monotonic()
+        for late in [a for a in self.asking.values() if a.deadline <= now]:
+            self._forget(late)
+            late.drop()  # the asker runs the command itself
+        self.reap()
+
+    def accept(self) -> None:
+        """Take every connection waiting; past :data:`MAX_ASKING` being read, the oldest is dropped."""
+        while True:
+            try:
+                conn, _ = self.listener.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError:  # out of descriptors: those waiting are taken once some are closed
+                return
+            try:
+                pid, uid, _gid = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))
+            except OSError:
+                conn.close()
+                continue
+            if uid != os.getuid() or pid <= 0:
+                conn.close()
+                continue
+            conn.setblocking(False)
+            if len(self.asking) >= MAX_ASKING:
+                oldest = next(iter(self.asking.values()))
+                self._forget(oldest)
+                oldest.drop()
+            asking = Asking(conn, pid, time.monotonic() + REQUEST_WAIT)
+            self.asking[conn] = asking
+            self.selector.register(conn, selectors.EVENT_READ, asking)
+
+    def read(self, asking: Asking) -> None:
+        """Read what came on a connection; decline it or start its command once the request is whole."""
         try:
-            while raw and len(raw) <= MAX_REQUEST:
-                chunk = conn.recv(1 << 16)
-                if not chunk:
-                    break
-                raw += chunk
-            request = wire.decode_request(raw)
-            whole = len(fds) == len(wire.STDIO) and not flags & socket.MSG_CTRUNC
-            if package_stamp() != self.stamp:
-                self.stale = True
-                request = None
-            if request is None or not whole or request[0] != str(PACKAGE) or not os.path.isdir(request[1]):
-                conn.sendall(wire.DECLINED)
-                conn.close()
+            data, ancillary, flags, _ = asking.conn.recvmsg(1 << 16, *wire.FD_ROOM)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            self._forget(asking)
+            asking.drop()
+            return
+        asking.fds += wire.received_fds(ancillary)  # none belong with a request (they come with "go"): closed
+        if asking.fds or flags & socket.MSG_CTRUNC:
+            self.decline(asking, "descriptors with the request")
+            return
+        if not data:  # the asker went away before its request was whole
+            self._forget(asking)
+            asking.drop()
+            return
+        asking.data += data
+        if asking.length is None:
+            head, newline, rest = asking.data.partition(b"\n")
+            lead = wire.PROTOCOL + b" "
+            if asking.data[: len(lead)] != lead[: len(asking.data)]:
+                self.decline(asking, "not a request")  # another protocol: said at once, not at the deadline
                 return
-            answer = answer_status(request)
-            if answer is not None:
-                conn.sendall(answer)
-                conn.close()
+            if not newline:
+                if len(asking.data) > wire.MAX_HEAD:
+                    self.decline(asking, "not a request")
                 return
+            asking.length = wire.request_length(head)
+            if asking.length is None:
+                self.decline(asking, "not a request")
+                return
+            if asking.length > wire.MAX_REQUEST:
+                self.decline(asking, "too large")  # declined whole, never read in part
+                return
+            asking.data = rest
+        if len(asking.data) > asking.length:
+            self.decline(asking, "longer than it says")
+        elif len(asking.data) == asking.length:
+            self.start(asking)
+
+    def decline(self, asking: Asking, why: str) -> None:
+        """Tell the asker to run the command itself (best effort: it runs it anyway once the connection goes)."""
+        self._forget(asking)
+        try:
+            asking.conn.send(b"declined %s\n" % why.encode())
+        except OSError:
+            pass
+        asking.drop()
+
+    def refusal(self, asking: Asking, request: wire.Request | None) -> str | None:
+        """Why the request is not run here (``None``: it is)."""
+        if request is None:
+            return "unreadable"
+        if package_stamp() != self.stamp:
+            self.stale = True
+            return "changed since it started"
+        if request.package != str(PACKAGE):
+            return "another copy of fabrikito"
+        if not request.argv or request.argv[0] not in wire.SERVED:
+            return "not a command it runs"
+        if not os.path.isdir(request.cwd):
+            return "no such folder"
+        if len(self.children) >= MAX_RUNNING:
+            return "busy"
+        return None
+
+    def start(self, asking: Asking) -> None:
+        """Fork the child that runs the request (it says ``started`` itself), or decline it."""
+        request = wire.decode_request(asking.data)
+        why = self.refusal(asking, request)
+        if why is not None or request is None:
+            self.decline(asking, why or "unreadable")
+            return
+        self._forget(asking)
+        # The child must not run the server's handlers: every signal waits until it has set its own.
+        held = signal.pthread_sigmask(signal.SIG_BLOCK, {*HANDLED, signal.SIGCHLD})
+        try:
             child = os.fork()
             if child == 0:
-                _run_child(self, conn, fds, request, caller)  # never returns
-            self.children[child] = conn  # the child says "started" itself, before its exit line
-        finally:
-            for fd in fds:
-                os.close(fd)
+                from fabrikito.cli import served
+
+                def leave() -> None:
+                    self.leave_for(asking)
+
+                served.run_child(asking.conn, asking.pid, request, control=self.control, leave=leave)
+        except OSError:
+            signal.pthread_sigmask(signal.SIG_SETMASK, held)
+            self.decline(asking, "cannot fork")
+            return
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
+        self.children[child] = asking.conn  # the child says "started" itself, before its exit line
+
+    def _forget(self, asking: Asking) -> None:
+        if self.asking.pop(asking.conn, None) is not None:
+            try:
+                self.selector.unregister(asking.conn)
+            except (KeyError, ValueError):
+                pass
 
     def reap(self) -> None:
-        """Collect the commands that ended (and any tmux call a status left unread); tell the asker of
-        a command ended by a signal."""
+        """Collect the commands that ended (and any tmux call left unread); tell the asker of a command
+        ended by a signal."""
         while True:
             try:
                 pid, status = os.waitpid(-1, os.WNOHANG)
@@ -189,139 +336,55 @@ class Server:
                 return
             if self.control is not None and pid == self.control.proc.pid:
                 self.control.broken = "it ended"  # commands run tmux themselves until check connects again
-                tmuxcontrol.share(None)
             conn = self.children.pop(pid, None)
             if conn is None:
                 continue
             if os.WIFSIGNALED(status):
                 try:
-                    conn.sendall(b"signal %d\n" % os.WTERMSIG(status))
+                    conn.send(b"signal %d\n" % os.WTERMSIG(status))
                 except OSError:
                     pass
             conn.close()
 
+    def leave_for(self, asking: Asking) -> None:
+        """In a forked child that runs ``asking``'s command: close everything else of the server's (its
+        wake-up pipe, selector, listener and lock; the other connections and their descriptors)."""
+        if self.wake >= 0:
+            os.close(self.wake)
+        self.selector.close()  # the epoll descriptor only: the server's registrations are left alone
+        self.listener.close()
+        if self.lock_fd >= 0:
+            os.close(self.lock_fd)  # the lock is the server's: a command outliving it does not hold it
+        for other in self.asking.values():
+            if other is not asking:
+                for fd in other.fds:
+                    _close(fd)
+                other.conn.close()
+        for running in self.children.values():
+            running.close()
 
-def plain_status(argv: list[str]) -> str | None:
-    """The flags of a plain ``status`` line (``--team FILE``; ``--json``: ``j``; ``--no-screens``:
-    ``n``); ``None`` for anything else (``--help``, an error: argparse reads it)."""
-    if argv[:1] != ["status"]:
-        return None
-    flags, rest = set(), argv[1:]
-    while rest:
-        option = rest.pop(0)
-        if option in ("--json", "--no-screens"):
-            flags.add(option[2])
-        elif option == "--team" and rest and not rest[0].startswith("-"):
-            rest.pop(0)
-        else:
-            return None
-    return "".join(sorted(flags))
+    def close(self) -> None:
+        """The connections being read, the selector and the listener (not the commands running)."""
+        for asking in list(self.asking.values()):
+            self._forget(asking)
+            asking.drop()
+        self.selector.close()
+        self.listener.close()
 
 
-def answer_status(request: wire.Request) -> bytes | None:
-    """A plain ``status``, run here in the server (no fork: everything is imported, and a screen
-    recognised before is not recognised again: ``status._reading``) with the variables it reads
-    set as the asker has them; the answer the asker prints.  ``None``: not a plain status, a team
-    with seats on other hosts, or ``FABRIKITO_DEBUG`` (a traceback is the command's own): a child
-    runs it."""
-    _package, cwd, _umask, argv, env = request
-    flags = plain_status(argv)
-    if flags is None or env.get("FABRIKITO_DEBUG") == "1":
-        return None
-    from fabrikito.cli import serverctl
-    from fabrikito.launch import status
-    from fabrikito.team import teamfile
-
-    team_path = wire.team_of(argv, env, cwd)
-    mine = {name: os.environ.get(name) for name in wire.ENV_READ}
-    _adopt({name: env.get(name) for name in wire.ENV_READ})
+def _close(fd: int) -> None:
     try:
-        team = teamfile.load(team_path)
-        if not serverctl.served(team):
-            return None
-        listing = team.server().start_list_panes()
-        text = status.report(team, as_json="j" in flags, screens="n" not in flags, listing=listing)
-    except FabrikitoError as exc:
-        return wire.encode_output(exc.exit_code, "", f"fabrikito status: {exc.message}\n")
-    except Exception:  # the child runs it and shows the error as status shows it
-        traceback.print_exc()
-        return None
-    finally:
-        _adopt(mine)
-    return wire.encode_output(0, text + "\n", "")
+        os.close(fd)
+    except OSError:
+        pass
 
 
-def _adopt(env: dict[str, str | None]) -> None:
-    for name, value in env.items():
-        if value is None:
-            os.environ.pop(name, None)
-        else:
-            os.environ[name] = value
-    time.tzset()
-
-
-def _run_child(server: Server, conn: socket.socket, fds: list[int], request: wire.Request, caller: int) -> None:
-    """In the forked child: become the asker's command, run it, say its exit status, end."""
-    _package, cwd, umask, argv, env = request
-    code = 1
+def _drain(fd: int) -> None:
     try:
-        # First, and from the child: the asker must never read the exit line before this one
-        # (a command run and its status taken for "not started" would be run again by the asker).
-        conn.sendall(b"started %d\n" % os.getpid())
-        for signo in HANDLED:
-            signal.signal(signo, signal.default_int_handler if signo == signal.SIGINT else signal.SIG_DFL)
-        server.listener.close()
-        if server.lock_fd >= 0:
-            os.close(server.lock_fd)  # the lock is the server's: a command outliving it does not hold it
-        for other in server.children.values():
-            other.close()
-        for target, fd in zip(wire.STDIO, fds, strict=True):
-            os.dup2(fd, target)
-        for fd in fds:
-            if fd not in wire.STDIO:
-                os.close(fd)
-        os.chdir(cwd)
-        os.umask(umask)
-        os.environ.clear()
-        os.environ.update(env)
-        time.tzset()
-        sys.argv = ["fabrikito", *argv]
-        _fresh_stdio()
-        from fabrikito import cli
-        from fabrikito.delivery import identity
-
-        identity.caller_pid = caller
-        cli.served = True
-        code = cli.main(argv)
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-    except BaseException:  # as an uncaught exception ends a command run by itself: its traceback, 1
-        traceback.print_exc()
-        code = 1
-    finally:
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except (OSError, ValueError):
-                pass
-        try:
-            conn.sendall(b"exit %d\n" % code)
-        except OSError:
+        while os.read(fd, 512):
             pass
-        os._exit(0)
-
-
-def _fresh_stdio() -> None:
-    """Standard streams over the asker's descriptors, buffered as Python buffers them for them
-    (line by line on a terminal); UTF-8, as every UTF-8 locale and Python's C-locale coercion give."""
-    sys.stdin = io.TextIOWrapper(open(0, "rb", closefd=False), encoding="utf-8")  # noqa: SIM115
-    sys.stdout = io.TextIOWrapper(open(1, "wb", closefd=False), encoding="utf-8", line_buffering=os.isatty(1))  # noqa: SIM115
-    sys.stderr = io.TextIOWrapper(
-        open(2, "wb", buffering=0, closefd=False),  # noqa: SIM115
-        encoding="utf-8",
-        errors="backslashreplace",
-        line_buffering=True,
-    )
+    except (BlockingIOError, InterruptedError):
+        pass
 
 
 def _listening(path: str) -> bool:
@@ -357,7 +420,7 @@ def _listen(team_path: Path) -> tuple[socket.socket, int]:
         listener.bind(where.name)
     finally:
         os.umask(old)
-    listener.listen(64)
+    listener.listen(128)
     return listener, os.lstat(where.name).st_ino
 
 
@@ -375,6 +438,8 @@ def _preload() -> None:
     import fabrikito.base.text
     import fabrikito.cli.commands
     import fabrikito.cli.fastargs
+    import fabrikito.cli.invocation
+    import fabrikito.cli.served
     import fabrikito.delivery.flush
     import fabrikito.delivery.identity
     import fabrikito.delivery.queue
@@ -390,6 +455,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     team_path = Path(args[0]).absolute()
     inode: int | None = None
+    server: Server | None = None
     for signo in HANDLED:
         signal.signal(signo, _on_signal)
     try:
@@ -398,8 +464,11 @@ def main(argv: list[str] | None = None) -> int:
             return 0  # another server serves this team file
         os.ftruncate(fd, 0)
         _preload()
+        gc.collect()
+        gc.freeze()  # what is imported stays untouched by a child's collections: fewer pages copied per fork
         listener, inode = _listen(team_path)
         server = Server(team_path, listener, inode, _tmux_socket(team_path), fd)
+        server.wake = _wake_on_signals(server)
         os.pwrite(fd, f"{os.getpid()} {procs.info(os.getpid()).start_ticks}\n".encode(), 0)  # listening: ready
         server.connect()  # after: up does not wait for it (commands asked meanwhile wait)
         _loop(server)
@@ -410,10 +479,20 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     finally:
         _remove_socket(team_path, inode)
-        control = tmuxcontrol.shared()
-        if control is not None:
-            control.close()  # kills its session, then its client ends
+        if server is not None and server.control is not None:
+            server.control.close()  # kills its session, then its client ends
     return 0
+
+
+def _wake_on_signals(server: Server) -> int:
+    """A pipe the signals write to (a child ended: reaped at once, its asker told), watched by the loop."""
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_r, False)
+    os.set_blocking(wake_w, False)
+    signal.set_wakeup_fd(wake_w)
+    signal.signal(signal.SIGCHLD, lambda signo, frame: None)
+    server.selector.register(wake_r, selectors.EVENT_READ)
+    return wake_r
 
 
 def _connect(team_path: Path) -> tmuxcontrol.Control | None:
@@ -429,19 +508,9 @@ def _connect(team_path: Path) -> tmuxcontrol.Control | None:
 
 
 def _loop(server: Server) -> None:
-    server.listener.settimeout(REAP_EVERY)
     checked = time.monotonic()
     while not server.stale:
-        try:
-            conn, _ = server.listener.accept()
-        except TimeoutError:
-            conn = None
-        if conn is not None:
-            try:
-                server.serve(conn)
-            except OSError:
-                conn.close()  # the asker went away or took too long: it runs the command itself
-        server.reap()
+        server.serve_once(min(TICK, max(0.0, checked + CHECK_EVERY - time.monotonic())))
         if server.control is not None:
             server.control.drain()  # tmux's notifications, read while no command holds the client
         if time.monotonic() - checked >= CHECK_EVERY:

@@ -1,33 +1,43 @@
-"""A command handed to the team's command server, and the asking side.
+"""A command handed to the team's command server: the request, the lines, and the asking side.
 
-``up`` starts a command server for the team (:mod:`fabrikito.cli.serverctl`, :mod:`fabrikito.cli.server`):
-a process that has already imported what ``say``, ``flush`` and ``status`` need.
-Asked, it forks, and the child runs the command exactly as the asking process
-would have: the same arguments, environment, working folder and umask, the
-asker's own standard input, output and error (passed over the socket), the
-sender found from the asker's process (``delivery.identity``).  The asker
-waits for the child's exit status and exits with it, and passes a signal it
-receives (Ctrl-C, ``SIGTERM``, ``SIGHUP``) on to the child, so the command
-stops as it would have stopped itself.  This module is on every such
-command's way, so it imports ``os``, ``sys`` and the C socket and signal
-modules only: ``re``, ``enum``, ``pathlib`` and ``json`` are most of a cold
-command (docs/benchmarks.md).
+``up`` starts a command server for the team (:mod:`fabrikito.cli.server`): a
+process that has already imported what ``say``, ``flush`` and ``status``
+need.  Asked, it forks, and the child runs the command exactly as the asking
+process would have: the same arguments, environment, working folder and umask,
+the asker's own standard input, output and error (passed over the socket, with
+how the asker's Python set them up), the sender found from the asker's process
+(``delivery.identity``).  The asker waits for the child's exit status and
+exits with it, and passes a signal it receives (Ctrl-C, ``SIGTERM``,
+``SIGHUP``) on to the child, so the command stops as it would have stopped
+itself.  This module is on every such command's way, so it imports ``os``,
+``sys``, ``time`` and the C socket and signal modules only: ``re``, ``enum``,
+``pathlib`` and ``json`` are most of a cold command (docs/benchmarks.md).
 
 The server's socket is ``<team dir>/.state/.fabrikito.<team file name>.sock``,
 found from the command line's ``--team``, else ``$FABRIKITO_TEAM``, else
 ``./team.toml``, without reading the file.
 
-A request, in bytes, NUL-separated: ``PROTOCOL``, the package's folder, the
-working folder, the umask (octal), the number of arguments, the arguments,
-then ``NAME=value`` for every variable of the environment; the three
-descriptors ride on its first bytes (``SCM_RIGHTS``); the asker then closes its
-side.  The answers are lines: ``output <code> <out bytes> <err bytes>`` then those
-bytes (a plain ``status``, answered by the server itself: printed here once
-whole), or ``started <pid>`` (from then on the command runs, and is never
-run again here), then ``exit <code>``, or ``signal <number>``
-when the child was ended by one (the asker then ends by that signal too); ``declined`` before anything was started
-(another install of fabrikito, a changed package, an unreadable request):
-the command then runs in the asking process.
+A request: ``fabrikito-run/2 <length>\\n``, then ``length`` bytes of
+NUL-separated fields: the package's folder, the working folder, the umask
+(octal), the standard streams (:func:`stdio_of`), the number of arguments, the
+arguments, then ``NAME=value`` for every variable of the environment.  At most
+:data:`MAX_REQUEST` bytes: a larger one is never sent (the command runs here),
+and a server declines one whole.
+
+The server answers a line: ``declined <why>`` (the command then runs in the
+asking process), or ``started <pid>`` from the child that will run it.  Only
+then does the asker commit: it writes ``go``, with its three descriptors
+(``SCM_RIGHTS``), and from then on the command is never run again here; the
+child runs it only once it has read ``go`` and them, and an asker that gave
+up first (its deadline passed, a signal came) just closes the connection, so
+the child ends without running anything, and nothing of the asker's (a pipe a
+shell waits on) was ever held by a server that did not answer.  The child's last
+line is ``exit <code>``; the server's is ``signal <number>`` when the child was
+ended by one (the asker then ends by that signal too); ``notrun`` from a child
+that stopped waiting for ``go`` (the command then runs here after all).
+
+The asker waits :data:`ASK_WAIT` seconds at most for ``started``: a server that
+is stuck, stopped or flooded costs at most that, then the command runs here.
 """
 
 from __future__ import annotations
@@ -35,6 +45,7 @@ from __future__ import annotations
 import _socket
 import os
 import sys
+import time
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy knows the name)
 if TYPE_CHECKING:
@@ -42,30 +53,32 @@ if TYPE_CHECKING:
 else:
     import _signal  # signal.py itself imports enum
 
-Request = tuple[str, str, int, list[str], dict[str, str]]  # package, cwd, umask, argv, environment
-
-# What ``status`` reads of its environment: the time zone of its times, where tmux and its socket
-# are, where the user's qualifications are, the say-notice settings.  A plain ``status`` is
-# answered by the server itself with these set as the asker has them (test_command_server.py
-# checks that status reads no other); anything else runs in a child with the whole environment.
-ENV_READ = (
-    "TZ",
-    "PATH",
-    "HOME",
-    "TMUX_TMPDIR",
-    "XDG_CONFIG_HOME",
-    "FABRIKITO_SAY_RESEND_WINDOW",
-    "FACTORY_SAY_RESEND_WINDOW",
-    "FABRIKITO_SAY_NOTICE_COUNT",
-    "FACTORY_SAY_NOTICE_COUNT",
-)
-
-PROTOCOL = b"fabrikito-run/1"
-DECLINED = b"declined\n"
+PROTOCOL = b"fabrikito-run/2"
+MAX_REQUEST = 4 << 20  # argv and environment: the kernel's ARG_MAX (2 MiB here) is the most a real one has
+MAX_HEAD = 64
+ASK_WAIT = 1.0  # seconds from connecting to the server's "started"
+SERVED = ("say", "flush", "status")  # the commands the server runs; anything else is declined
+GUARDED = ("say", "flush")  # those that owe a log line: a stop signal is held until their guard is up
 STATE_ROOT = ".state"  # as fabrikito.base.statedir.STATE_ROOT
 MAX_SUN_PATH = 107  # sockaddr_un's sun_path, less its NUL
 FORWARDED = (_signal.SIGINT, _signal.SIGTERM, _signal.SIGHUP)
 STDIO = (0, 1, 2)
+GO = b"go\n"
+NOT_RUN = b"notrun"
+
+
+class Request:
+    """A request as the server reads it."""
+
+    __slots__ = ("argv", "cwd", "env", "package", "stdio", "umask")
+
+    def __init__(self, package: str, cwd: str, umask: int, stdio: str, argv: list[str], env: dict[str, str]) -> None:
+        self.package = package
+        self.cwd = cwd
+        self.umask = umask
+        self.stdio = stdio
+        self.argv = argv
+        self.env = env
 
 
 def socket_name(team_path: str) -> str:
@@ -102,22 +115,47 @@ def team_of(argv: list[str], env: dict[str, str] | None = None, cwd: str | None 
     return absolute(named, cwd)
 
 
-def encode_request(package: str, cwd: str, umask: int, argv: list[str], env: dict[str, str]) -> bytes:
-    fields = [package, cwd, f"{umask:o}", str(len(argv)), *argv, *(f"{k}={v}" for k, v in env.items())]
-    return PROTOCOL + b"".join(b"\0" + os.fsencode(field) for field in fields)
+def stdio_of(streams: tuple[object, object, object]) -> str:
+    """How this Python set up its standard streams (``encoding,errors,flags`` each, ``;`` between; flags:
+    ``l`` line-buffered, ``w`` written through): the served command's are set up alike."""
+    parts = []
+    for stream in streams:
+        flags = ("l" if getattr(stream, "line_buffering", False) else "") + (
+            "w" if getattr(stream, "write_through", False) else ""
+        )
+        parts.append(f"{getattr(stream, 'encoding', 'utf-8')},{getattr(stream, 'errors', 'strict')},{flags}")
+    return ";".join(parts)
 
 
-def decode_request(raw: bytes) -> Request | None:
-    """``(package, cwd, umask, argv, env)``; ``None`` for anything else."""
-    parts = raw.split(b"\0")
-    if len(parts) < 5 or parts[0] != PROTOCOL:
+def encode_request(
+    package: str, cwd: str, umask: int, argv: list[str], env: dict[str, str], stdio: str = "utf-8,strict,"
+) -> bytes:
+    fields = [package, cwd, f"{umask:o}", stdio, str(len(argv)), *argv, *(f"{k}={v}" for k, v in env.items())]
+    body = b"\0".join(os.fsencode(field) for field in fields)
+    return PROTOCOL + b" %d\n" % len(body) + body
+
+
+def request_length(head: bytes) -> int | None:
+    """The body's length a request's first line gives (``None``: not a request of this protocol)."""
+    name, _, size = head.partition(b" ")
+    if name != PROTOCOL or not size.isdigit() or len(size) > 12:
         return None
-    package, cwd, umask, count = (os.fsdecode(part) for part in parts[1:5])
+    return int(size)
+
+
+def decode_request(body: bytes) -> Request | None:
+    """A request's body read back; ``None`` for anything else."""
+    parts = body.split(b"\0")
+    if len(parts) < 5:
+        return None
+    package, cwd, umask, stdio, count = (os.fsdecode(part) for part in parts[:5])
     try:
         mask, argc = int(umask, 8), int(count)
     except ValueError:
         return None
     if not os.path.isabs(cwd) or not 0 <= mask <= 0o777 or not 0 <= argc <= len(parts) - 5:
+        return None
+    if stdio.count(";") != 2 or any(s.count(",") != 2 for s in stdio.split(";")):
         return None
     argv = [os.fsdecode(part) for part in parts[5 : 5 + argc]]
     env = {}
@@ -126,21 +164,48 @@ def decode_request(raw: bytes) -> Request | None:
         if not equals or not name:
             return None
         env[name] = value
-    return package, cwd, mask, argv, env
+    return Request(package, cwd, mask, stdio, argv, env)
+
+
+#: ``recvmsg``'s room for descriptors (one more than "go" brings, to see one that brings too many) and its
+#: flags: what is received is never inherited by a program started later (a tmux call).
+FD_ROOM = (_socket.CMSG_SPACE(4 * 4), getattr(_socket, "MSG_CMSG_CLOEXEC", 0))
+
+
+def received_fds(ancillary: list[tuple[int, int, bytes]]) -> list[int]:
+    """The descriptors ``SCM_RIGHTS`` brought (none inheritable)."""
+    found = []
+    for level, kind, payload in ancillary:
+        if level == _socket.SOL_SOCKET and kind == _socket.SCM_RIGHTS:
+            for at in range(0, len(payload) - len(payload) % 4, 4):
+                fd = int.from_bytes(payload[at : at + 4], sys.byteorder)
+                os.set_inheritable(fd, False)
+                found.append(fd)
+    return found
 
 
 class _Signalled(Exception):
-    """A signal came before the server said what it does with the command."""
+    """A signal came before the asker committed the command to the server."""
 
     def __init__(self, signo: int) -> None:
         super().__init__(signo)
         self.signo = signo
 
 
-def run(argv: list[str]) -> int | None:
-    """Run ``fabrikito ARGV`` in the team's command server; its exit status, or ``None`` when it
-    was not started there (no server, not this user's, declined): then it runs here."""
+def ask(argv: list[str]) -> int | None:
+    """Run ``fabrikito ARGV`` in the team's command server; its exit status, or ``None`` when it was not
+    started there (no server, not this user's, declined, too slow, a signal first): then it runs here,
+    with the stop signal that came first held until its guard is up (:func:`holding`)."""
+    if any(not _open(fd) for fd in STDIO):
+        return None  # a closed standard stream cannot be passed: the command runs as it is, here
     team_path = team_of(argv)
+    mask = os.umask(0o22)
+    os.umask(mask)
+    package = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
+    stdio = stdio_of((sys.stdin, sys.stdout, sys.stderr))
+    request = encode_request(package, os.getcwd(), mask, argv, dict(os.environ), stdio)
+    if len(request) > MAX_HEAD + MAX_REQUEST:
+        return None
     sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     child = 0
 
@@ -150,65 +215,84 @@ def run(argv: list[str]) -> int | None:
         else:
             raise _Signalled(signo)
 
+    deadline = time.monotonic() + ASK_WAIT
     try:
-        if not _connect(sock, socket_dir(team_path), socket_name(team_path)) or _peer_uid(sock) != os.getuid():
-            return None
-        mask = os.umask(0o22)
-        os.umask(mask)
-        package = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
-        request = encode_request(package, os.getcwd(), mask, argv, dict(os.environ))
-        fds = b"".join(fd.to_bytes(4, sys.byteorder) for fd in STDIO)
         for signo in FORWARDED:
             _signal.signal(signo, on_signal)
         lines = _Lines(sock)
         try:
-            sent = sock.sendmsg([request[:4096]], [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, fds)])
-            sock.sendall(request[sent:])
-            sock.shutdown(_socket.SHUT_WR)
+            _within(sock, deadline)
+            if not _connect(sock, socket_dir(team_path), socket_name(team_path)) or _peer_uid(sock) != os.getuid():
+                return _here()
+            _within(sock, deadline)
+            sock.sendall(request)
+            _within(sock, deadline)
             first = lines.next()
-        except _Signalled as signalled:  # a child started meanwhile gets the signal; else it ends here
-            first = _first_line_soon(lines)
-            if not first.startswith(b"started "):
-                return _interrupted(argv, signalled.signo)
-            child = int(first.split()[1])
-            _forward(child, signalled.signo)
-            return _outcome(lines)
-        if first.startswith(b"output "):  # answered by the server itself, whole: printed here
-            return _print(lines, first)
-        if not first.startswith(b"started "):
-            _default_signals()
-            return None
-        child = int(first.split()[1])
+            word, _, pid = first.partition(b" ")
+            if word != b"started" or not pid.isdigit():
+                return _here()
+            child = int(pid)
+            fds = b"".join(fd.to_bytes(4, sys.byteorder) for fd in STDIO)
+            sock.settimeout(None)
+            # Committed once this is sent: from here on it runs there, never here.  The descriptors go only
+            # now, so a server that never got this far (stopped, flooded) holds none of them.
+            sock.sendmsg([GO], [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, fds)])
+        except _Signalled as signalled:  # nothing was committed: the child, if any, reads no "go" and ends
+            sock.close()
+            return _stopped_here(argv, signalled.signo)
+        except (OSError, ValueError):  # refused, gone, too slow, a descriptor that cannot be passed: run here
+            return _here()
         return _outcome(lines)
-    except (OSError, ValueError):  # refused (a server gone), a descriptor that cannot be passed: run here
-        if child:
-            raise
-        _default_signals()
-        return None
     finally:
         sock.close()
 
 
-def _first_line_soon(lines: _Lines) -> bytes:
-    """The server's first line, when it comes within a second (it says at once what it does)."""
-    lines.sock.settimeout(1.0)
+def _here() -> int | None:
+    """The command runs here after all: the signals are this process's own again."""
+    _default_signals()
+    return None
+
+
+def _open(fd: int) -> bool:
     try:
-        return lines.next()
+        os.fstat(fd)
     except OSError:
-        return b""
-    finally:
-        lines.sock.settimeout(None)
+        return False
+    return True
 
 
-def _interrupted(argv: list[str], signo: int) -> int:
-    """A signal before the server started anything: the command ends as it ends when the signal
-    comes before it has done anything."""
+def _within(sock: _socket.socket, deadline: float) -> None:
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise TimeoutError("the command server did not answer in time")
+    sock.settimeout(left)
+
+
+def _stopped_here(argv: list[str], signo: int) -> int | None:
+    """A stop signal before the server took the command: the command runs here, and the signal stops it
+    as it stops a command run here.  ``say`` and ``flush`` hold it until their guard is up (the log line
+    is then owed and written); any other command ends by it now."""
+    _default_signals()
+    if argv[0] in GUARDED:
+        _signal.pthread_sigmask(_signal.SIG_BLOCK, FORWARDED)
+        os.kill(os.getpid(), signo)  # pending until the guard unblocks it
+        return None
     if signo == _signal.SIGINT:  # as cli.main ends a command on Ctrl-C
         _say(f"fabrikito {argv[0]}: interrupted\n")
         return 130
-    _signal.signal(signo, _signal.SIG_DFL)
     os.kill(os.getpid(), signo)
     return 128 + signo
+
+
+def holding() -> bool:
+    """Whether this process holds the stop signals (blocked: a command that is to write its log line once
+    its guard is up, :func:`release`)."""
+    return any(signo in _signal.pthread_sigmask(_signal.SIG_BLOCK, ()) for signo in FORWARDED)
+
+
+def release() -> None:
+    """Let the held stop signals through (one that came meanwhile is delivered now)."""
+    _signal.pthread_sigmask(_signal.SIG_UNBLOCK, FORWARDED)
 
 
 def _default_signals() -> None:
@@ -216,29 +300,7 @@ def _default_signals() -> None:
         _signal.signal(signo, _signal.default_int_handler if signo == _signal.SIGINT else _signal.SIG_DFL)
 
 
-def encode_output(code: int, out: str, err: str) -> bytes:
-    """The server's own answer: the exit status, then what goes to stdout and to stderr."""
-    out_b, err_b = out.encode("utf-8", "surrogateescape"), err.encode("utf-8", "surrogateescape")
-    return b"output %d %d %d\n" % (code, len(out_b), len(err_b)) + out_b + err_b
-
-
-def _print(lines: _Lines, head: bytes) -> int | None:
-    """Write an answer of the server's own once it has all arrived (``None``: cut short, run here)."""
-    code, out_len, err_len = (int(field) for field in head.split()[1:4])
-    data = lines.take(out_len + err_len)
-    if data is None:
-        return None
-    for fd, whole in ((1, data[:out_len]), (2, data[out_len:])):
-        chunk = whole
-        try:
-            while chunk:
-                chunk = chunk[os.write(fd, chunk) :]
-        except OSError:  # a closed stdout (| head) ends the output quietly, as a printed status does
-            pass
-    return code
-
-
-def _outcome(lines: _Lines) -> int:
+def _outcome(lines: _Lines) -> int | None:
     try:
         last = lines.next()
     except OSError:
@@ -250,6 +312,8 @@ def _outcome(lines: _Lines) -> int:
         _signal.signal(int(number), _signal.SIG_DFL)
         os.kill(os.getpid(), int(number))
         return 128 + int(number)
+    if last == NOT_RUN:  # the child stopped waiting for "go" before it came: nothing ran there
+        return _here()
     _say("fabrikito: the command server went away while the command ran: its exit status is not known\n")
     return 1
 
@@ -284,16 +348,6 @@ class _Lines:
             self.buffer += chunk
         line, _, self.buffer = self.buffer.partition(b"\n")
         return line
-
-    def take(self, size: int) -> bytes | None:
-        """The next ``size`` bytes, or ``None`` when the answer ends before."""
-        while len(self.buffer) < size:
-            chunk = self.sock.recv(1 << 16)
-            if not chunk:
-                return None
-            self.buffer += chunk
-        data, self.buffer = self.buffer[:size], self.buffer[size:]
-        return data
 
 
 def _connect(sock: _socket.socket, where: str, name: str) -> bool:
