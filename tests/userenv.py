@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from pathlib import Path
 
 #: What a user's shell has that fabrikito's commands, servers and seats may see.
 ALLOWED = ("HOME", "PATH", "LANG", "TERM")
@@ -26,6 +27,10 @@ ALLOWED = ("HOME", "PATH", "LANG", "TERM")
 #: Set by the test runner itself in its own environment while a test runs (pytest's name for it): the one
 #: variable a process a test starts inherits besides :data:`ALLOWED`.
 RUNNER = ("PYTEST_CURRENT_TEST",)
+
+#: Set on purpose for everything the tests start: the code under test (what the kits point every command at,
+#: and what a command server or worker started from inside the test process inherits).
+KIT = {"PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")}
 
 #: The environment the tests were started with, before :func:`scrub`.
 MACHINE: dict[str, str] = dict(os.environ)
@@ -44,8 +49,8 @@ def user_env(extra: Mapping[str, str] | None = None, **more: str) -> dict[str, s
 
 
 def leaks(env: Mapping[str, str], on_purpose: Mapping[str, str] | frozenset[str] = frozenset()) -> list[str]:
-    """The names in ``env`` that are neither allowed, nor the runner's, nor set on purpose."""
-    return sorted(name for name in env if name not in (*ALLOWED, *RUNNER) and name not in on_purpose)
+    """The names in ``env`` that are neither allowed, nor the runner's or the kit's, nor set on purpose."""
+    return sorted(name for name in env if name not in (*ALLOWED, *RUNNER, *KIT) and name not in on_purpose)
 
 
 def environ_of(pid: int) -> dict[str, str]:
@@ -58,8 +63,8 @@ def environ_of(pid: int) -> dict[str, str]:
 def scrub() -> None:
     """Cut this process's environment to :func:`user_env` (what everything it starts then inherits): Python's
     ``os.environ`` and the C library's, which what this process loaded can set behind it (GNU readline, which
-    pytest imports, sets ``COLUMNS`` and ``LINES`` there)."""
-    wanted = user_env()
+    pytest imports, sets ``COLUMNS`` and ``LINES`` there), with :data:`KIT` set."""
+    wanted = user_env(KIT)
     for name in list(os.environ):
         if name not in wanted:
             del os.environ[name]

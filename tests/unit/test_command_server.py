@@ -533,19 +533,21 @@ def test_the_team_asked_is_the_one_the_line_names(monkeypatch: pytest.MonkeyPatc
 def test_a_request_round_trips_and_a_bad_one_is_none() -> None:
     env = {"TZ": "UTC", "PATH": "/a=b:/c", "EMPTY": ""}
     stdio = "utf-8,strict,;utf-8,strict,l;utf-8,backslashreplace,lw"
-    request = wire.encode_request("/p", "/w", 0o27, ["say", "em", "two\nlines é"], env, stdio)
+    request = wire.encode_request("/p", "/w", 0o27, ["say", "em", "two\nlines é"], env, stdio, (signal.SIGINT,))
     head, _, body = request.partition(b"\n")
     assert wire.request_length(head) == len(body)
     got = wire.decode_request(body)
     assert got is not None
-    assert (got.package, got.cwd, got.umask, got.stdio, got.argv, got.env) == (
+    assert (got.package, got.cwd, got.umask, got.stdio, got.argv, got.env, got.ignored) == (
         "/p",
         "/w",
         0o27,
         stdio,
         ["say", "em", "two\nlines é"],
         env,
+        (signal.SIGINT,),
     )
+    assert wire.decode_request(body.replace(b"\x002\x003\x00", b"\x009\x003\x00")) is None  # not a stop signal
     assert wire.decode_request(body + b"\0novalue") is None
     assert wire.decode_request(body.replace(b"\x0027\x00", b"\x0099\x00")) is None  # not octal
     assert wire.decode_request(body.replace(stdio.encode(), b"utf-8")) is None  # not three streams

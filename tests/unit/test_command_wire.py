@@ -265,6 +265,7 @@ def stopped(
     )
     time.sleep(before)
     proc.send_signal(signo)
+    time.sleep(0.5)  # stdin stays open until the signal has done its work (a served one is passed on first)
     out, err = proc.communicate(timeout=30)
     return proc.returncode, out, err
 
@@ -321,3 +322,29 @@ def test_a_served_say_whose_server_dies_finishes_and_leaves_its_line(team: teamf
     assert (proc.returncode, out, err) == (cold.returncode, cold.stdout, cold.stderr)
     lines = [line.split("\t")[1:] for line in (team.state_dir / "messages.log").read_text().splitlines()]
     assert lines == [lines[0], lines[0]] and lines[0][2] == "NOT-DELIVERED"  # one each
+
+
+def test_a_stop_signal_the_asker_ignores_is_ignored_by_the_served_command_too(
+    team: teamfile.Team, running: int
+) -> None:
+    """A background job of a shell has SIGINT ignored: served or not, say ignores it until its guard is up,
+    and then the guard takes it (as say run by itself always has)."""
+    results = []
+    for extra in ({"FABRIKITO_SERVER": "0"}, {}):
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "fabrikito", "say", "em"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=team.base_dir,
+            env=environ(**extra),
+            text=True,
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),  # noqa: PLW1509 -- as a shell's `&`
+        )
+        time.sleep(1.5)
+        proc.send_signal(signal.SIGINT)
+        time.sleep(0.5)
+        out, err = proc.communicate("still here\n", timeout=30)
+        results.append((proc.returncode, out, err))
+    assert results[0] == results[1] and results[0][0] == EXIT_REFUSED
+    assert "say was stopped by SIGINT" in results[0][2]  # stdin is read inside the guard

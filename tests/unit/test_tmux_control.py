@@ -147,14 +147,15 @@ def test_a_failed_paste_names_no_text_and_leaves_no_buffer(shared: Controlled, s
     assert server.run("list-buffers", "-F", "#{buffer_name}").strip() == ""
 
 
-def test_chains_reading_several_screens_and_commands_with_input_run_as_processes(
+def test_a_chain_reading_several_screens_goes_screen_by_screen_and_one_with_input_runs_as_a_process(
     shared: Controlled, server: Server
 ) -> None:
     pane = server.new_session("s", ["sleep", "300"], cwd="/", width=40, height=5)
     before = shared.control.seq
     assert seatpane.look_panes(shared, [pane, pane]) == seatpane.look_panes(server, [pane, pane])
+    assert shared.control.seq == before + 2  # one exchange per screen
     assert shared.run("load-buffer", "-b", "in", "-", input=b"from stdin") == ""
-    assert shared.control.seq == before  # neither went through the client
+    assert shared.control.seq == before + 2  # not through the client
     assert server.run("show-buffer", "-b", "in") == "from stdin"
 
 

@@ -52,7 +52,7 @@ def run_child(
     code = 1
     streams: tuple[TextIO, ...] = ()
     try:
-        _leave_the_server(leave)
+        _leave_the_server(leave, request.ignored)
         fds = _go(conn)
         if fds is None:
             os._exit(0)
@@ -99,14 +99,17 @@ def run_child(
         os._exit(0)
 
 
-def _leave_the_server(leave: Callable[[], None]) -> None:
+def _leave_the_server(leave: Callable[[], None], ignored: tuple[int, ...]) -> None:
     """Drop what is the server's: its handlers and wake-up pipe, and (``leave``) its listener, lock,
-    selector and the other connections; only the stop signals stay held (the forked mask held them all)."""
+    selector and the other connections; the stop signals handled as a Python started by the asker
+    handles them (``ignored``: as the asker ignores them), and held (the forked mask held them all)."""
     signal.set_wakeup_fd(-1)
     for signo in (signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD):
         signal.signal(signo, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.default_int_handler)
-    signal.pthread_sigmask(signal.SIG_SETMASK, set(wire.FORWARDED))
+    for number in ignored:  # as Python leaves one ignored when it starts (the guard of say takes it anyway)
+        signal.signal(number, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_SETMASK, set(wire.FORWARDED) - set(ignored))  # an ignored one is dropped
     leave()
 
 

@@ -70,15 +70,25 @@ NOT_RUN = b"notrun"
 class Request:
     """A request as the server reads it."""
 
-    __slots__ = ("argv", "cwd", "env", "package", "stdio", "umask")
+    __slots__ = ("argv", "cwd", "env", "ignored", "package", "stdio", "umask")
 
-    def __init__(self, package: str, cwd: str, umask: int, stdio: str, argv: list[str], env: dict[str, str]) -> None:
+    def __init__(
+        self,
+        package: str,
+        cwd: str,
+        umask: int,
+        stdio: str,
+        argv: list[str],
+        env: dict[str, str],
+        ignored: tuple[int, ...] = (),
+    ) -> None:
         self.package = package
         self.cwd = cwd
         self.umask = umask
         self.stdio = stdio
         self.argv = argv
         self.env = env
+        self.ignored = ignored  # the stop signals the asker ignores (a background job's SIGINT): the child too
 
 
 def socket_name(team_path: str) -> str:
@@ -128,9 +138,16 @@ def stdio_of(streams: tuple[object, object, object]) -> str:
 
 
 def encode_request(
-    package: str, cwd: str, umask: int, argv: list[str], env: dict[str, str], stdio: str = "utf-8,strict,"
+    package: str,
+    cwd: str,
+    umask: int,
+    argv: list[str],
+    env: dict[str, str],
+    stdio: str = "utf-8,strict,",
+    ignored: tuple[int, ...] = (),
 ) -> bytes:
-    fields = [package, cwd, f"{umask:o}", stdio, str(len(argv)), *argv, *(f"{k}={v}" for k, v in env.items())]
+    fields = [package, cwd, f"{umask:o}", stdio, ",".join(str(s) for s in ignored), str(len(argv))]
+    fields += [*argv, *(f"{k}={v}" for k, v in env.items())]
     body = b"\0".join(os.fsencode(field) for field in fields)
     return PROTOCOL + b" %d\n" % len(body) + body
 
@@ -146,25 +163,28 @@ def request_length(head: bytes) -> int | None:
 def decode_request(body: bytes) -> Request | None:
     """A request's body read back; ``None`` for anything else."""
     parts = body.split(b"\0")
-    if len(parts) < 5:
+    if len(parts) < 6:
         return None
-    package, cwd, umask, stdio, count = (os.fsdecode(part) for part in parts[:5])
+    package, cwd, umask, stdio, ignored, count = (os.fsdecode(part) for part in parts[:6])
     try:
         mask, argc = int(umask, 8), int(count)
+        signals = tuple(int(s) for s in ignored.split(",")) if ignored else ()
     except ValueError:
         return None
-    if not os.path.isabs(cwd) or not 0 <= mask <= 0o777 or not 0 <= argc <= len(parts) - 5:
+    if not os.path.isabs(cwd) or not 0 <= mask <= 0o777 or not 0 <= argc <= len(parts) - 6:
         return None
     if stdio.count(";") != 2 or any(s.count(",") != 2 for s in stdio.split(";")):
         return None
-    argv = [os.fsdecode(part) for part in parts[5 : 5 + argc]]
+    if not set(signals) <= set(FORWARDED):
+        return None
+    argv = [os.fsdecode(part) for part in parts[6 : 6 + argc]]
     env = {}
-    for entry in parts[5 + argc :]:
+    for entry in parts[6 + argc :]:
         name, equals, value = os.fsdecode(entry).partition("=")
         if not equals or not name:
             return None
         env[name] = value
-    return Request(package, cwd, mask, stdio, argv, env)
+    return Request(package, cwd, mask, stdio, argv, env, signals)
 
 
 #: ``recvmsg``'s room for descriptors (one more than "go" brings, to see one that brings too many) and its
@@ -184,6 +204,9 @@ def received_fds(ancillary: list[tuple[int, int, bytes]]) -> list[int]:
     return found
 
 
+Handlers = dict[int, object]  # each stop signal's handler before the asker set its own
+
+
 class _Signalled(Exception):
     """A signal came before the asker committed the command to the server."""
 
@@ -199,23 +222,18 @@ def ask(argv: list[str]) -> int | None:
     if any(not _open(fd) for fd in STDIO):
         return None  # a closed standard stream cannot be passed: the command runs as it is, here
     team_path = team_of(argv)
-    mask = os.umask(0o22)
-    os.umask(mask)
-    package = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
-    stdio = stdio_of((sys.stdin, sys.stdout, sys.stderr))
-    request = encode_request(package, os.getcwd(), mask, argv, dict(os.environ), stdio)
-    if len(request) > MAX_HEAD + MAX_REQUEST:
-        return None
     sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     child = 0
 
     def on_signal(signo: int, _frame: object) -> None:
         if child > 0:
             _forward(child, signo)  # the command has its own handlers: it stops as it stops by itself
-        else:
+        elif signo not in ignored:  # one this process ignored (a background job's SIGINT) it still ignores
             raise _Signalled(signo)
 
     deadline = time.monotonic() + ASK_WAIT
+    before: Handlers = {signo: _signal.getsignal(signo) for signo in FORWARDED}
+    ignored = tuple(signo for signo, handler in before.items() if handler == _signal.SIG_IGN)
     try:
         for signo in FORWARDED:
             _signal.signal(signo, on_signal)
@@ -223,14 +241,17 @@ def ask(argv: list[str]) -> int | None:
         try:
             _within(sock, deadline)
             if not _connect(sock, socket_dir(team_path), socket_name(team_path)) or _peer_uid(sock) != os.getuid():
-                return _here()
+                return _here(before)
+            request = _request(argv, ignored)
+            if len(request) > MAX_HEAD + MAX_REQUEST:
+                return _here(before)  # never cut: it runs here, with all of it
             _within(sock, deadline)
             sock.sendall(request)
             _within(sock, deadline)
             first = lines.next()
             word, _, pid = first.partition(b" ")
             if word != b"started" or not pid.isdigit():
-                return _here()
+                return _here(before)
             child = int(pid)
             fds = b"".join(fd.to_bytes(4, sys.byteorder) for fd in STDIO)
             sock.settimeout(None)
@@ -239,18 +260,33 @@ def ask(argv: list[str]) -> int | None:
             sock.sendmsg([GO], [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, fds)])
         except _Signalled as signalled:  # nothing was committed: the child, if any, reads no "go" and ends
             sock.close()
-            return _stopped_here(argv, signalled.signo)
+            return _stopped_here(argv, signalled.signo, before)
         except (OSError, ValueError):  # refused, gone, too slow, a descriptor that cannot be passed: run here
-            return _here()
-        return _outcome(lines)
+            return _here(before)
+        return _outcome(lines, before)
     finally:
         sock.close()
 
 
-def _here() -> int | None:
-    """The command runs here after all: the signals are this process's own again."""
-    _default_signals()
+def _request(argv: list[str], ignored: tuple[int, ...]) -> bytes:
+    """This process's request to run ``argv``: as it is, its folder, umask, streams, the stop signals it
+    ignores and its whole environment."""
+    mask = os.umask(0o22)
+    os.umask(mask)
+    package = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
+    stdio = stdio_of((sys.stdin, sys.stdout, sys.stderr))
+    return encode_request(package, os.getcwd(), mask, argv, dict(os.environ), stdio, ignored)
+
+
+def _here(before: Handlers) -> int | None:
+    """The command runs here after all: the signals are handled as before it asked."""
+    _restore(before)
     return None
+
+
+def _restore(before: Handlers) -> None:
+    for signo, handler in before.items():
+        _signal.signal(signo, handler)  # type: ignore[arg-type]
 
 
 def _open(fd: int) -> bool:
@@ -268,18 +304,19 @@ def _within(sock: _socket.socket, deadline: float) -> None:
     sock.settimeout(left)
 
 
-def _stopped_here(argv: list[str], signo: int) -> int | None:
+def _stopped_here(argv: list[str], signo: int, before: Handlers) -> int | None:
     """A stop signal before the server took the command: the command runs here, and the signal stops it
     as it stops a command run here.  ``say`` and ``flush`` hold it until their guard is up (the log line
     is then owed and written); any other command ends by it now."""
-    _default_signals()
+    _restore(before)
     if argv[0] in GUARDED:
         _signal.pthread_sigmask(_signal.SIG_BLOCK, FORWARDED)
         os.kill(os.getpid(), signo)  # pending until the guard unblocks it
         return None
-    if signo == _signal.SIGINT:  # as cli.main ends a command on Ctrl-C
+    if signo == _signal.SIGINT and before[signo] == _signal.default_int_handler:  # as cli.main ends on Ctrl-C
         _say(f"fabrikito {argv[0]}: interrupted\n")
         return 130
+    _signal.signal(signo, _signal.SIG_DFL)
     os.kill(os.getpid(), signo)
     return 128 + signo
 
@@ -295,12 +332,7 @@ def release() -> None:
     _signal.pthread_sigmask(_signal.SIG_UNBLOCK, FORWARDED)
 
 
-def _default_signals() -> None:
-    for signo in FORWARDED:
-        _signal.signal(signo, _signal.default_int_handler if signo == _signal.SIGINT else _signal.SIG_DFL)
-
-
-def _outcome(lines: _Lines) -> int | None:
+def _outcome(lines: _Lines, before: Handlers) -> int | None:
     try:
         last = lines.next()
     except OSError:
@@ -313,7 +345,7 @@ def _outcome(lines: _Lines) -> int | None:
         os.kill(os.getpid(), int(number))
         return 128 + int(number)
     if last == NOT_RUN:  # the child stopped waiting for "go" before it came: nothing ran there
-        return _here()
+        return _here(before)
     _say("fabrikito: the command server went away while the command ran: its exit status is not known\n")
     return 1
 
