@@ -36,6 +36,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "src"))
 
+from bench import serverswap  # noqa: E402
 from bench.report import fabrikito_cli, write_section  # noqa: E402
 
 from fabrikito.base.errors import TmuxError  # noqa: E402
@@ -104,6 +105,17 @@ def main() -> None:
         if BEFORE:
             compileall.compile_dir(str(Path(BEFORE) / "src"), quiet=1)
             variants[CLI_BEFORE] = ({**env, "PYTHONPATH": str(Path(BEFORE) / "src")}, "before")
+
+        def swap(*, before: bool) -> None:
+            serverswap.use(
+                team_path,
+                before=before,
+                now_src=ROOT / "src",
+                before_src=Path(BEFORE) / "src" if BEFORE else None,
+                env=env,
+                tmux_flags=list(server.server_flags),
+            )
+
         try:
             for i in range(ROUNDS):
                 mark = standin.mark()
@@ -121,6 +133,8 @@ def main() -> None:
                 times[ENGINE].append(to_request(standin, mark, f"engine round {i} ", t0))
 
                 for name, (cli_env, word) in variants.items():
+                    if name == CLI_BEFORE:  # its asker is served by its own copy's server only
+                        swap(before=True)
                     mark = standin.mark()
                     t0 = time.monotonic()
                     done = subprocess.run(
@@ -133,6 +147,8 @@ def main() -> None:
                     wall[name].append(time.monotonic() - t0)
                     assert done.returncode == 0, done.stderr
                     times[name].append(to_request(standin, mark, f"{word} round {i} ", t0))
+                    if name == CLI_BEFORE:
+                        swap(before=False)
 
             mark = standin.mark()
             t0 = time.perf_counter()

@@ -17,7 +17,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -41,7 +41,25 @@ STATUS = [
 SAY = [["say", "em", "hello"], ["say", "nobody", "hello"], ["say", "em", ""], ["flush", "em"], ["say", "--bad"]]
 
 
-def test_commands_run_by_the_server_do_what_they_do_here(team: teamfile.Team, shim: tuple[Path, Path]) -> None:
+@pytest.fixture
+def person(team: teamfile.Team) -> Iterator[None]:
+    """A client attached to the team's tmux server (a person): the command server connects no control
+    client meanwhile, and its commands' tmux calls are tmux processes found on the asker's PATH."""
+    tmux = team.server()
+    attached = subprocess.Popen(
+        ["tmux", *tmux.server_flags, "-C", "attach", "-t", "acme-em"], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
+    wait_until(lambda: tmux.run("list-clients").strip() != "")
+    yield
+    attached.kill()
+    attached.wait()
+
+
+def test_commands_run_by_the_server_do_what_they_do_here(
+    team: teamfile.Team, shim: tuple[Path, Path], person: None
+) -> None:
+    """A person is attached, so the server holds no tmux control client: its children run tmux themselves,
+    with the asker's PATH, where the shim sees every call."""
     folder, log = shim
     assert serverctl.ensure_running(team)
     pid = serverctl.running_pid(team.path)
@@ -95,7 +113,7 @@ def test_the_sender_is_found_from_the_asking_process(team: teamfile.Team, tmp_pa
 
 @pytest.mark.parametrize("argv", [["status"], ["status", "--team=team.toml"]], ids=["answered", "forked"])
 def test_a_signal_reaches_the_command_and_the_asker_ends_as_it_does(
-    team: teamfile.Team, tmp_path: Path, argv: list[str]
+    team: teamfile.Team, tmp_path: Path, argv: list[str], person: None
 ) -> None:
     """status stuck in a tmux call that does not answer, run by the server itself (a plain line) or
     by its child: Ctrl-C and SIGTERM end it as they end it when it runs by itself."""
