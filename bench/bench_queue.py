@@ -33,6 +33,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "src")]
 from bench.bench_up import offline_team, stop  # noqa: E402 -- after the path is set
 from bench.report import write_section  # noqa: E402
 
+from fabrikito.cli import serverctl  # noqa: E402
 from fabrikito.delivery import queue, say, seatpane, worker, workerstate  # noqa: E402
 from fabrikito.launch import lifecycle  # noqa: E402
 from fabrikito.offline import claude_setup  # noqa: E402
@@ -93,7 +94,7 @@ def main() -> None:
             roles = [f"q{i:02d}" for i in range(SEATS)]
             team = offline_team(Path(tmp) / "team", "qb", roles, standin, home, f"fab-bq-{secrets.token_hex(3)}")
             try:
-                result = lifecycle.up(team, out=lambda _line: None)
+                result = lifecycle.up(team, out=lambda _line: None, helpers=[serverctl.UP_HELPER])
                 assert not result.failed, result.failed
                 assert wait(lambda: workerstate.read_info(team).pid is not None, 10), "no delivery worker"
                 info = workerstate.read_info(team)

@@ -36,12 +36,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "src"))
 
+from bench import serverswap  # noqa: E402
 from bench.report import fabrikito_cli, write_section  # noqa: E402
 
 from fabrikito.base.errors import TmuxError  # noqa: E402
 from fabrikito.base.tmux import Server  # noqa: E402
+from fabrikito.cli import serverctl  # noqa: E402
 from fabrikito.delivery import say, seatpane  # noqa: E402
-from fabrikito.launch import commandserver  # noqa: E402
 from fabrikito.offline import claude_setup, seatkit  # noqa: E402
 from fabrikito.offline.standin import StandIn  # noqa: E402
 from fabrikito.team import teamfile  # noqa: E402
@@ -91,7 +92,7 @@ def main() -> None:
         team = teamfile.load(team_path)
         env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "TEAM_ROLE": "live-test"}
         cli = fabrikito_cli()
-        assert commandserver.ensure_running(team, env=env), "a command server runs for the bench's team already"
+        assert serverctl.ensure_running(team, env=env), "a command server runs for the bench's team already"
         times: dict[str, list[float]] = {
             FLOOR: [],
             ENGINE: [],
@@ -104,6 +105,17 @@ def main() -> None:
         if BEFORE:
             compileall.compile_dir(str(Path(BEFORE) / "src"), quiet=1)
             variants[CLI_BEFORE] = ({**env, "PYTHONPATH": str(Path(BEFORE) / "src")}, "before")
+
+        def swap(*, before: bool) -> None:
+            serverswap.use(
+                team_path,
+                before=before,
+                now_src=ROOT / "src",
+                before_src=Path(BEFORE) / "src" if BEFORE else None,
+                env=env,
+                tmux_flags=list(server.server_flags),
+            )
+
         try:
             for i in range(ROUNDS):
                 mark = standin.mark()
@@ -121,6 +133,8 @@ def main() -> None:
                 times[ENGINE].append(to_request(standin, mark, f"engine round {i} ", t0))
 
                 for name, (cli_env, word) in variants.items():
+                    if name == CLI_BEFORE:  # its asker is served by its own copy's server only
+                        swap(before=True)
                     mark = standin.mark()
                     t0 = time.monotonic()
                     done = subprocess.run(
@@ -133,6 +147,8 @@ def main() -> None:
                     wall[name].append(time.monotonic() - t0)
                     assert done.returncode == 0, done.stderr
                     times[name].append(to_request(standin, mark, f"{word} round {i} ", t0))
+                    if name == CLI_BEFORE:
+                        swap(before=False)
 
             mark = standin.mark()
             t0 = time.perf_counter()
@@ -159,7 +175,7 @@ def main() -> None:
                     break
                 time.sleep(0.5)
         finally:
-            commandserver.stop(team)
+            serverctl.stop(team)
             with contextlib.suppress(TmuxError):
                 server.kill_server()
             seatkit.stop_pids(seatkit.home_pids(home))
@@ -188,7 +204,7 @@ def main() -> None:
             "",
             f"`say` CLI / floor: **{ratio:.2f}x** (goal: 2x; {'met' if ratio <= 2 else 'not met'}; fastest run "
             f"against fastest run: {fastest:.2f}x), run by the team's command server as after `up` "
-            "(src/fabrikito/forkserver.py: the command hands itself to a process that has everything "
+            "(src/fabrikito/cli/server.py: the command hands itself to a process that has everything "
             "imported, which forks a child to run it with the command's own input, output, arguments and "
             "environment; the child's tmux commands go through the server's tmux control-mode client, "
             "src/fabrikito/base/tmuxcontrol.py: a look costs no tmux process, so it looks every 3 ms); "

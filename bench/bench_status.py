@@ -23,6 +23,7 @@ import compileall
 import os
 import secrets
 import shutil
+import socket
 import statistics
 import subprocess
 import sys
@@ -33,11 +34,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "src")]
 
+from bench import serverswap  # noqa: E402
 from bench.bench_up import offline_team, stop  # noqa: E402 -- after the path is set
 from bench.report import fabrikito_cli, write_section  # noqa: E402
 
+from fabrikito.cli import serverctl  # noqa: E402
 from fabrikito.delivery import seatpane  # noqa: E402
-from fabrikito.launch import commandserver, lifecycle, status  # noqa: E402
+from fabrikito.launch import lifecycle, status  # noqa: E402
 from fabrikito.offline import claude_setup  # noqa: E402
 from fabrikito.offline.standin import StandIn  # noqa: E402
 from fabrikito.team import teamfile  # noqa: E402
@@ -82,6 +85,34 @@ BEFORE = os.environ.get("BENCH_BEFORE")
 BEFORE_NAME = "fabrikito status, before"
 
 
+IDLE = 20
+IDLE_RUNS = int(os.environ.get("BENCH_IDLE_RUNS", "60"))
+
+
+def idle_connections(team: teamfile.Team, count: int) -> list[socket.socket]:
+    """``count`` connections to the team's command server that send nothing (a hostile or stuck client)."""
+    opened = []
+    for _ in range(count):
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.connect(str(serverctl.socket_path(team.path)))
+        opened.append(sock)
+    return opened
+
+
+BLOCK = 5  # the code before is timed in blocks of this many runs, between this code's (each with its server)
+
+
+def swap(team: teamfile.Team, *, before: bool) -> None:
+    serverswap.use(
+        team.path,
+        before=before,
+        now_src=ROOT / "src",
+        before_src=Path(BEFORE) / "src" if BEFORE else None,
+        env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"},
+        tmux_flags=list(team.server().server_flags),
+    )
+
+
 def timed(argv: list[str], env: dict[str, str]) -> float:
     started = time.perf_counter()
     subprocess.run(argv, env=env, check=True, capture_output=True)
@@ -111,7 +142,7 @@ def main() -> None:
             roles = [f"s{i:02d}" for i in range(SEATS)]
             team = offline_team(Path(tmp) / "team", "st", roles, standin, home, f"fab-bs-{secrets.token_hex(3)}")
             try:
-                result = lifecycle.up(team, out=lambda _line: None)
+                result = lifecycle.up(team, out=lambda _line: None, helpers=[serverctl.UP_HELPER])
                 assert not result.failed, result.failed
                 settle(team)
                 shim = Path(tmp) / "bin"
@@ -121,10 +152,11 @@ def main() -> None:
                 (shim / "tmux").chmod(0o755)
                 env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "PATH": f"{shim}:{os.environ['PATH']}"}
                 cli = [*fabrikito_cli(), "status", "--team", str(team.path)]
-                assert commandserver.running_pid(team.path) is not None, "up started no command server"
+                assert serverctl.running_pid(team.path) is not None, "up started no command server"
                 out = subprocess.run(cli, env=env, check=True, capture_output=True, text=True).stdout
-                tmux_calls = len(calls.read_text().splitlines())  # the server's child runs with the asker's PATH
-                calls.unlink()
+                # the server's child runs with the asker's PATH; what goes through its control client is no call
+                tmux_calls = len(calls.read_text().splitlines()) if calls.exists() else 0
+                calls.unlink(missing_ok=True)
                 own = {**env, "FABRIKITO_SERVER": "0"}
                 subprocess.run(cli, env=own, check=True, capture_output=True, text=True)
                 own_calls = len(calls.read_text().splitlines())
@@ -137,14 +169,26 @@ def main() -> None:
                 if BEFORE:
                     compileall.compile_dir(str(Path(BEFORE) / "src"), quiet=1)
                     before_env = {**plain, "PYTHONPATH": str(Path(BEFORE) / "src")}
-                for _ in range(RUNS):
-                    if BEFORE:
-                        times[BEFORE_NAME].append(timed(cli, before_env))
+                for run in range(RUNS):
+                    if BEFORE and run % BLOCK == 0:  # its asker is served by its own copy's server only
+                        swap(team, before=True)
+                        for _ in range(BLOCK):
+                            times[BEFORE_NAME].append(timed(cli, before_env))
+                        swap(team, before=False)
                     times["python -c pass"].append(timed(bare, plain))
                     times["fabrikito status"].append(timed(cli, plain))
                     times[OWN].append(timed(cli, {**plain, "FABRIKITO_SERVER": "0"}))
                     times[FLOOR_NAME].append(timed(floor, plain))
                     times[IMPORT_RE].append(timed([sys.executable, "-c", "import re"], plain))
+                idle_times: dict[str, list[float]] = {"without": [], "with": []}
+                for _ in range(IDLE_RUNS):  # interleaved: 20 idle connections opened just before, or none
+                    idle_times["without"].append(timed(cli, plain))
+                    held = idle_connections(team, IDLE)
+                    try:
+                        idle_times["with"].append(timed(cli, plain))
+                    finally:
+                        for sock in held:
+                            sock.close()
                 inproc = []
                 for _ in range(RUNS):
                     t0 = time.perf_counter()
@@ -156,6 +200,8 @@ def main() -> None:
     finally:
         standin.stop()
     median = {k: statistics.median(v) * 1000 for k, v in times.items()}
+    p99 = {k: statistics.quantiles(v, n=100)[98] * 1000 for k, v in idle_times.items()}
+    idle_ratio = p99["with"] / p99["without"]
     collect_ms = statistics.median(inproc) * 1000
     ratio = median["fabrikito status"] / median["python -c pass"]
     fastest = min(times["fabrikito status"]) / min(times["python -c pass"])
@@ -164,7 +210,7 @@ def main() -> None:
     print(f"tmux calls: {tmux_calls} (in its own process: {own_calls}); states: {states}")
     print(
         f"medians: {median}; collect in-process {collect_ms:.1f} ms; ratio {ratio:.2f}x (own process "
-        f"{own_ratio:.2f}x); load {os.getloadavg()[0]:.1f}"
+        f"{own_ratio:.2f}x); p99 with {IDLE} idle connections {idle_ratio:.2f}x; load {os.getloadavg()[0]:.1f}"
     )
     if BEFORE:
         print(f"before: {median[BEFORE_NAME] / median['python -c pass']:.2f}x")
@@ -177,8 +223,9 @@ def main() -> None:
             "",
             "| measure | value |",
             "|---|---|",
-            f"| tmux calls by one `fabrikito status` | **{tmux_calls}**, made by the command server's child "
-            f"({own_calls} when it runs in its own process; goal: at most 2) |",
+            f"| tmux processes one `fabrikito status` starts | **{tmux_calls}**, by the command server's child, "
+            f"the rest through its tmux control client ({own_calls} when it runs in its own process; goal: at "
+            "most 2) |",
             f"| `python -c pass`, median (fastest) | {median['python -c pass']:.1f} ms "
             f"({min(times['python -c pass']) * 1000:.1f} ms) |",
             f"| `fabrikito status`, run by the command server, median (fastest) | "
@@ -199,16 +246,20 @@ def main() -> None:
                 if BEFORE
                 else []
             ),
+            f"| `fabrikito status` p99 with {IDLE} idle connections open to the server, against without "
+            f"({IDLE_RUNS} interleaved runs each) | {p99['with']:.1f} ms against {p99['without']:.1f} ms: "
+            f"**{idle_ratio:.2f}x** (goal: 1.5x, {'met' if idle_ratio <= 1.5 else 'not met'}) |",
             "",
             f"`status` costs **{ratio:.2f}x** a bare interpreter start ({RUNS} interleaved runs each; goal: 3x, "
             f"{'met' if ratio <= 3 else 'not met'}; fastest run against fastest run: {fastest:.2f}x). "
-            "`up` starts the team's command server (src/fabrikito/forkserver.py): `fabrikito status` "
+            "`up` starts the team's command server (src/fabrikito/cli/server.py): `fabrikito status` "
             "imports its own error module and the wire module only (no `re`, `enum`, `pathlib` or `json`) and "
-            "hands itself to the server, which answers a plain status itself, with everything imported and the "
-            "asker's team file, options and the environment variables status reads: one call lists "
-            "every pane (`list-panes -a`), one more reads every seat's screen (`display-message` and "
-            "`capture-pane` chained in one tmux invocation, read-only), then `/proc`, the registry files and the "
-            "tail of the log are read and the 12 screens recognised (one seen before is not recognised again). "
+            "hands itself to the server, whose forked child runs it with everything imported, as the asker "
+            "(its streams, folder, environment): the pane list goes through the server's tmux control-mode "
+            "client, one tmux call reads every seat's screen (`display-message` and `capture-pane` chained, "
+            "read-only), then `/proc`, the registry files and the tail of the log are read and the 12 screens "
+            "recognised. The idle connections are read side by side with the asker's (one selector): they cost "
+            "it nothing but a little of the server's time. "
             "Without a server (a team not brought up by "
             f"`up`, `FABRIKITO_SERVER=0`) status runs in its own process: {own_ratio:.2f}x, "
             "its imports (`re` and `enum`, `pathlib`, `json`, the recognisers) and the same work. "

@@ -26,6 +26,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "src")]
 from bench.report import write_section  # noqa: E402 -- after the path is set
 
 from fabrikito.base.errors import TmuxError  # noqa: E402
+from fabrikito.cli import serverctl  # noqa: E402
 from fabrikito.launch import lifecycle, status  # noqa: E402
 from fabrikito.offline import claude_setup, seatkit  # noqa: E402
 from fabrikito.offline.standin import StandIn  # noqa: E402
@@ -68,7 +69,7 @@ def timed_up(team: Team) -> tuple[float, float, lifecycle.UpResult]:
         if READY.search(line):
             last_ready = time.monotonic() - t0
 
-    result = lifecycle.up(team, out=out)
+    result = lifecycle.up(team, out=out, helpers=[serverctl.UP_HELPER])  # as the command up does
     return last_ready, time.monotonic() - t0, result
 
 
@@ -81,7 +82,7 @@ def agent_cpu(team: Team) -> float:
 
 
 def stop(team: Team, home: Path) -> None:
-    lifecycle.down(team, out=lambda _line: None)
+    lifecycle.down(team, out=lambda _line: None, stop_helpers=[serverctl.stop])
     try:
         team.server().kill_server()
     except TmuxError:

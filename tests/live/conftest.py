@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from tests import userenv
 
 from fabrikito.base.errors import TmuxError
 from fabrikito.base.tmux import Server
@@ -39,7 +40,7 @@ LIVE_RELEASES = sorted({claude_setup.CLAUDE_VERSION, max(QUALIFIED, key=_release
 @pytest.fixture(scope="session", params=LIVE_RELEASES)
 def claude_binary(request: pytest.FixtureRequest) -> Path:
     release = str(request.param)
-    return claude_setup.ensure_claude(version=release)
+    return claude_setup.ensure_claude(version=release, env=userenv.tooling_env())  # npm: the machine's network
 
 
 @pytest.fixture

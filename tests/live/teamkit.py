@@ -9,6 +9,8 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
+from tests import userenv
+
 from fabrikito.base.tmux import Server
 from fabrikito.offline.replies import Reply
 from fabrikito.offline.seatkit import Seat
@@ -36,10 +38,9 @@ def write_team(
 
 
 def clean_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("TMUX", "CLAUDE_CODE_", "TEAM_ROLE", "FABRIKITO"))}
-    env["PYTHONPATH"] = str(REPO / "src")
-    env.update(extra or {})
-    return env
+    """What a command, server or seat a live test starts runs with: a user's shell's variables
+    (tests/userenv.py), fabrikito's source on ``PYTHONPATH``, and ``extra``, set on purpose."""
+    return userenv.user_env({"PYTHONPATH": str(REPO / "src"), **(extra or {})})
 
 
 def fabrikito(

@@ -7,7 +7,6 @@ also saved as ``tests/fixtures/hook-payloads/live-*.json``.
 from __future__ import annotations
 
 import json
-import os
 import re
 import shlex
 import sys
@@ -15,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests import userenv
 
 from fabrikito.base.tmux import Server
 from fabrikito.offline import seatkit
@@ -111,7 +111,7 @@ def test_real_seat_sendmessage_is_logged(
             what="seat a to be ready again",
         )
     assert log_rows(team) == expected
-    if os.environ.get("FABRIKITO_RECORD_FIXTURES") == "1":
+    if userenv.setting("FABRIKITO_RECORD_FIXTURES") == "1":
         save_fixtures(record)
 
 

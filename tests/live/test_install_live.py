@@ -18,6 +18,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import pytest
+from tests import userenv
 
 from fabrikito.base.errors import TmuxError
 from fabrikito.base.tmux import Server
@@ -40,7 +41,8 @@ def user(tmp_path: Path) -> Iterator[dict[str, str]]:
     home = tmp_path / "home"
     home.mkdir()
     dropped = ("PYTHON", "XDG_", "VIRTUAL_ENV", "CLAUDE", "TMUX", "TEAM_ROLE", "FABRIKITO", "UV_", "npm_config")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(dropped)}  # keeps PATH, certificates, proxies
+    # The machine's certificates and proxies (uv, pip and the demo's npm reach the registries through them).
+    env = {k: v for k, v in userenv.tooling_env().items() if not k.startswith(dropped)}
     env["HOME"] = str(home)
     npm_cache = Path(os.path.expanduser("~/.npm"))
     if npm_cache.is_dir():
@@ -52,9 +54,9 @@ def user(tmp_path: Path) -> Iterator[dict[str, str]]:
 def test_wheel_installed_with_uv_runs_init_check_and_the_demo(tmp_path: Path, user: dict[str, str]) -> None:
     home = Path(user["HOME"])
     tools = tmp_path / "uv"
-    made = _run([sys.executable, "-m", "venv", str(tools)], env=os.environ, cwd=tmp_path)
+    made = _run([sys.executable, "-m", "venv", str(tools)], env=userenv.tooling_env(), cwd=tmp_path)
     assert made.returncode == 0, made.stderr
-    got_uv = _run([str(tools / "bin" / "pip"), "install", "--quiet", "uv"], env=os.environ, cwd=tmp_path)
+    got_uv = _run([str(tools / "bin" / "pip"), "install", "--quiet", "uv"], env=userenv.tooling_env(), cwd=tmp_path)
     assert got_uv.returncode == 0, got_uv.stderr
     uv = str(tools / "bin" / "uv")
     dist = tmp_path / "dist"

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from tests import userenv
 
 from fabrikito.base import procs
 from fabrikito.base.errors import TmuxError
@@ -49,7 +50,7 @@ class Mixed:
             (root / "work" / role).mkdir(parents=True, exist_ok=True)
         (root / "roles").mkdir(exist_ok=True)
         (root / "roles" / "common.md").write_text("# The team's rules (shared prompt)\n", encoding="utf-8")
-        claude = claude_setup.ensure_claude()
+        claude = claude_setup.ensure_claude(env=userenv.tooling_env())
         self.setups = demo_mixed.seat_setups(
             root, self.standin.url, seatfiles.say_command(), lambda line: None, unattended=unattended
         )

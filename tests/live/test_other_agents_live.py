@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from tests import userenv
 
 from fabrikito.base.errors import TmuxError
 from fabrikito.base.tmux import Server
@@ -37,7 +38,7 @@ class Bench:
         self.seats: list[OtherSeat] = []
 
     def start(self, agent: str, role: str = "dev", **options: object) -> OtherSeat:
-        binary = other_setup.ensure_agent(agent)
+        binary = other_setup.ensure_agent(agent, env=userenv.tooling_env())
         seat = other_setup.start_seat(
             self.server,
             agent,
@@ -205,7 +206,7 @@ def _qualify(program: Path, tmp_path: Path) -> tuple[int, str, Path]:
 def test_qualify_takes_a_codex_or_gemini_program_and_records_it(agent: str, tmp_path: Path) -> None:
     release = other_setup.PINNED[agent]
     program = other_setup.tools_dir_for(agent, release) / "node_modules" / ".bin" / agent  # what a user has on PATH
-    other_setup.ensure_agent(agent)
+    other_setup.ensure_agent(agent, env=userenv.tooling_env())
     code, output, record = _qualify(program, tmp_path)
     assert code == 0, output
     name = "Codex CLI" if agent == CODEX else "Gemini CLI"
@@ -213,7 +214,7 @@ def test_qualify_takes_a_codex_or_gemini_program_and_records_it(agent: str, tmp_
     [entry] = json.loads(record.read_text(encoding="utf-8"))["qualified"]
     assert entry["agent"] == agent and entry["release"] == release
     # The program a seat runs: Codex's binary (not its JS shim), Gemini's bundle.
-    assert entry["binary"] == str(other_setup.ensure_agent(agent).resolve())
+    assert entry["binary"] == str(other_setup.ensure_agent(agent, env=userenv.tooling_env()).resolve())
     saved = {p.name for p in (tmp_path / "screens").iterdir()}
     renderer = "fullscreen" if agent == CODEX else "inline"
     for case in ("empty-box-fresh-start", "busy", "busy-streaming", "approval-dialog", "copy-mode"):

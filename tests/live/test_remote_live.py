@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests import userenv
 
 from fabrikito.base.tmux import Server
 from fabrikito.delivery import route
@@ -119,7 +120,7 @@ def seats_of(team: Path, env: dict[str, str]) -> dict[str, dict[str, Any]]:
 def test_a_team_on_two_hosts(
     other_host: OtherHost, tmux_server: Server, claude_home: Path, standin: StandIn, tmp_path: Path
 ) -> None:
-    binary = claude_setup.ensure_claude()
+    binary = claude_setup.ensure_claude(env=userenv.tooling_env())
     remote_binary = other_host.runnable(binary)
     assert tmux_server.socket_name is not None
     other_host.tmux_sockets.append(tmux_server.socket_name)

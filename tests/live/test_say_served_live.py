@@ -12,7 +12,7 @@ import pytest
 
 from fabrikito.base import procs, tmuxcontrol
 from fabrikito.base.tmux import Server
-from fabrikito.launch import commandserver
+from fabrikito.cli import serverctl
 from fabrikito.offline.seatkit import Seat, SeatFactory
 from fabrikito.offline.standin import StandIn
 from fabrikito.team import teamfile
@@ -45,8 +45,8 @@ class Served:
     def start(self, seats: Sequence[Seat]) -> Path:
         path = write_team(self.tmp_path / "team" / "team.toml", self.tmux, seats)
         self.team = teamfile.load(path)
-        assert commandserver.ensure_running(self.team, env=clean_env())
-        server_pid = commandserver.running_pid(path)
+        assert serverctl.ensure_running(self.team, env=clean_env())
+        server_pid = serverctl.running_pid(path)
         wait_for(lambda: self.tmux.run("list-clients").strip() != "", 10, "the server's control client")
         (client,) = self.tmux.run("list-clients", "-F", "#{client_pid} #{client_control_mode}").splitlines()
         pid, control = client.split()
@@ -55,7 +55,7 @@ class Served:
 
     def stop(self) -> None:
         if self.team is not None:
-            commandserver.stop(self.team)
+            serverctl.stop(self.team)
 
 
 @pytest.fixture

@@ -21,7 +21,8 @@ import pytest
 from fabrikito.base import procs, tmuxcontrol
 from fabrikito.base.errors import TmuxError
 from fabrikito.base.tmux import Server
-from fabrikito.launch import commandserver, seatfiles, status
+from fabrikito.cli import serverctl
+from fabrikito.launch import seatfiles, status
 from fabrikito.offline import claude_setup
 from fabrikito.offline.replies import Reply
 from fabrikito.offline.standin import StandIn
@@ -135,7 +136,7 @@ def test_up_five_seats_then_status_then_down(
         assert "Messages from the launcher" in system  # and the shared prompt
     assert "ROLE" in done.stdout.split("\n\n")[-1]  # ends with the status table
     assert "command server: started" in done.stdout
-    command_server = commandserver.running_pid(team_path)
+    command_server = serverctl.running_pid(team_path)
     assert command_server is not None
     # it holds the one tmux control-mode client its commands share, on a session of its own
     wait_for(lambda: tmux_server.run("list-clients").strip() != "", 10, "the command server's tmux client")
@@ -224,7 +225,7 @@ def test_up_five_seats_then_status_then_down(
     assert down.returncode == 0, down.stdout + down.stderr
     assert down.stdout.count(": stopped (session live-") == 5
     assert f"stopped the command server (pid {command_server})" in down.stdout
-    assert commandserver.running_pid(team_path) is None and not commandserver.socket_path(team_path).exists()
+    assert serverctl.running_pid(team_path) is None and not serverctl.socket_path(team_path).exists()
     assert not bench_panes(tmux_server)  # its client's session went with it (and tmux, with no session left)
     assert log_lines(team_path) == lines_before and lines_before
     assert (seats_dir / "api.settings.json").exists()

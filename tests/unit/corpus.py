@@ -7,10 +7,10 @@ corpus is a failure, since a skip there would hide that nothing was checked.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
+from tests import userenv
 
 REPO = Path(__file__).resolve().parents[2]
 SHARED = REPO.parent / "shared"
@@ -22,7 +22,7 @@ def shared_dir(*parts: str) -> Path:
     path = SHARED.joinpath(*parts)
     if not path.exists():
         what = f"the shared corpus is not at {path} (../shared beside the repository at {REPO})"
-        if os.environ.get("CI", "").lower() in ("true", "1", "yes"):
+        if userenv.setting("CI").lower() in ("true", "1", "yes"):
             pytest.fail(f"{what}: CI must have it", pytrace=False)
         pytest.skip(what)
     return path

@@ -1,4 +1,4 @@
-"""The team's command server (launch/commandserver.py) and the asking side (base/commandwire.py).
+"""The team's command server (cli/server.py, cli/serverctl.py) and the asking side (cli/wire.py).
 
 A real private tmux server holds two of the team's three sessions (``sleep``
 in each: both seats show as "not an agent", the third as down, and a ``say``
@@ -21,15 +21,15 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from tests.unit.serverkit import callers, environ, fabrikito, here, same, wait_until, write_team
 
-from fabrikito import forkserver
-from fabrikito.base import commandwire, daemons
+from fabrikito.base import daemons, tmuxcontrol
 from fabrikito.base.errors import FabrikitoError
 from fabrikito.base.tmux import Server
-from fabrikito.launch import commandserver
+from fabrikito.cli import server as command_server
+from fabrikito.cli import serverctl, wire
 from fabrikito.team import teamfile
 
-SRC = Path(__file__).resolve().parents[2] / "src"
 STATUS = [
     ["status"],
     ["status", "--json"],
@@ -41,96 +41,44 @@ STATUS = [
 SAY = [["say", "em", "hello"], ["say", "nobody", "hello"], ["say", "em", ""], ["flush", "em"], ["say", "--bad"]]
 
 
-def write_team(folder: Path, socket_name: str) -> Path:
-    path = folder / "team.toml"
-    seats = "".join(f'\n[[seat]]\nrole = "{r}"\nsession = "acme-{r}"\n' for r in ("em", "sec", "qa"))
-    path.write_text(f'name = "acme"\ntmux_socket = "{socket_name}"\n{seats}', encoding="utf-8")
-    return path
-
-
 @pytest.fixture
-def team(tmp_path: Path) -> Iterator[teamfile.Team]:
-    folder = tmp_path / "team"
-    folder.mkdir()
-    loaded = teamfile.load(write_team(folder, f"fab-cs-{secrets.token_hex(4)}"))
-    server = loaded.server()
-    server.new_session("acme-em", ["sleep", "300"], cwd="/")
-    server.new_session("acme-sec", ["sleep", "300"], cwd="/")
-    try:
-        yield loaded
-    finally:
-        commandserver.stop(loaded)
-        if server.alive():
-            server.kill_server()
-
-
-@pytest.fixture
-def shim(tmp_path: Path) -> tuple[Path, Path]:
-    """A ``tmux`` first on PATH that logs the pid of its caller's parent, then runs the real one."""
-    folder, log = tmp_path / "bin", tmp_path / "tmux-calls"
-    folder.mkdir()
-    real = subprocess.run(["sh", "-c", "command -v tmux"], capture_output=True, text=True, check=True).stdout.strip()
-    grandparent = "$(cut -d' ' -f4 /proc/$PPID/stat)"
-    (folder / "tmux").write_text(
-        f'#!/bin/sh\necho "$PPID {grandparent}" >> "${{TMUX_CALLS:-{log}}}"\nexec {real} "$@"\n', encoding="utf-8"
+def person(team: teamfile.Team) -> Iterator[None]:
+    """A client attached to the team's tmux server (a person): the command server connects no control
+    client meanwhile, and its commands' tmux calls are tmux processes found on the asker's PATH."""
+    tmux = team.server()
+    attached = subprocess.Popen(
+        ["tmux", *tmux.server_flags, "-C", "attach", "-t", "acme-em"], stdin=subprocess.PIPE, stdout=subprocess.PIPE
     )
-    (folder / "tmux").chmod(0o755)
-    return folder, log
+    wait_until(lambda: tmux.run("list-clients").strip() != "")
+    yield
+    attached.kill()
+    attached.wait()
 
 
-def environ(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("TMUX", "TEAM_ROLE", "FABRIKITO"))}
-    return {**env, "PYTHONPATH": str(SRC), **extra}
-
-
-def fabrikito(argv: list[str], cwd: Path, stdin: str | None = None, **extra: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "fabrikito", *argv],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        env=environ(**extra),
-        input=stdin,
-        stdin=None if stdin is not None else subprocess.DEVNULL,
-        timeout=60,
-        check=False,
-    )
-
-
-def here(argv: list[str], cwd: Path, stdin: str | None = None, **extra: str) -> subprocess.CompletedProcess[str]:
-    """The command run in its own process, the server not asked."""
-    return fabrikito(argv, cwd, stdin, FABRIKITO_SERVER="0", **extra)
-
-
-def callers(log: Path) -> list[tuple[int, int]]:
-    """``(parent, grandparent)`` of each tmux call logged since the last look."""
-    lines = log.read_text(encoding="utf-8").splitlines() if log.exists() else []
-    log.unlink(missing_ok=True)
-    return [(int(a), int(b)) for a, b in (line.split() for line in lines)]
-
-
-def same(a: subprocess.CompletedProcess[str], b: subprocess.CompletedProcess[str]) -> bool:
-    return (a.returncode, a.stdout, a.stderr) == (b.returncode, b.stdout, b.stderr)
-
-
-def test_commands_run_by_the_server_do_what_they_do_here(team: teamfile.Team, shim: tuple[Path, Path]) -> None:
+def test_commands_run_by_the_server_do_what_they_do_here(
+    team: teamfile.Team, shim: tuple[Path, Path], person: None
+) -> None:
+    """A person is attached, so the server holds no tmux control client: its children run tmux themselves,
+    with the asker's PATH, where the shim sees every call."""
     folder, log = shim
-    assert commandserver.ensure_running(team)
-    pid = commandserver.running_pid(team.path)
+    assert serverctl.ensure_running(team)
+    pid = serverctl.running_pid(team.path)
     assert pid is not None
-    assert not commandserver.ensure_running(team)  # one per team file
+    assert not serverctl.ensure_running(team)  # one per team file
     path = f"{folder}:{os.environ['PATH']}"
     cold_log = log.with_name("cold-calls")  # a call a refused command left running may log late
     for argv in [*STATUS, *SAY]:
         served = fabrikito(argv, team.base_dir, PATH=path)
         cold = here(argv, team.base_dir, PATH=path, TMUX_CALLS=str(cold_log))
         assert same(served, cold), (argv, served, cold)
-    assert all(pid in pair for pair in callers(log))  # every tmux call by the server or its child
+    calls = callers(log)
+    assert calls and all(grand == pid for _, grand in calls)  # every tmux call by a child of the server
     assert not any(pid in pair for pair in callers(cold_log))
-    answered = fabrikito(["status"], team.base_dir, PATH=path)  # a plain status: the server itself
-    assert answered.returncode == 0 and [parent for parent, _ in callers(log)] == [pid, pid]
-    forked = fabrikito(["status", "--team=team.toml"], team.base_dir, PATH=path)  # not plain: a child
-    assert forked.returncode == 0 and [grand for _, grand in callers(log)] == [pid, pid]
+    for argv in (["status"], ["status", "--team=team.toml"]):  # each in a child, with the asker's PATH
+        assert fabrikito(argv, team.base_dir, PATH=path).returncode == 0
+        calls = callers(log)
+        assert calls and [grand for _, grand in calls] == [pid] * len(calls)
+        assert pid not in [parent for parent, _ in calls]  # the server's own PATH never changes
     refused = fabrikito(["say", "em", "hello"], team.base_dir)
     assert refused.returncode == 3 and "not running an agent" in refused.stderr
     assert same(refused, here(["say", "em", "hello"], team.base_dir))
@@ -146,7 +94,7 @@ def test_commands_run_by_the_server_do_what_they_do_here(team: teamfile.Team, sh
 def test_the_sender_is_found_from_the_asking_process(team: teamfile.Team, tmp_path: Path) -> None:
     """Run from a pane of another tmux server, say refuses: the walk up starts at the asker, not
     at the server's child (whose ancestors are the server's, outside any tmux)."""
-    assert commandserver.ensure_running(team)
+    assert serverctl.ensure_running(team)
     other = Server(socket_name=f"fab-cs-other-{secrets.token_hex(4)}")
     out = tmp_path / "out"
     line = f"cd {team.base_dir} && {sys.executable} -m fabrikito say em hello > {out} 2>&1; echo $? >> {out}; sleep 60"
@@ -165,7 +113,7 @@ def test_the_sender_is_found_from_the_asking_process(team: teamfile.Team, tmp_pa
 
 @pytest.mark.parametrize("argv", [["status"], ["status", "--team=team.toml"]], ids=["answered", "forked"])
 def test_a_signal_reaches_the_command_and_the_asker_ends_as_it_does(
-    team: teamfile.Team, tmp_path: Path, argv: list[str]
+    team: teamfile.Team, tmp_path: Path, argv: list[str], person: None
 ) -> None:
     """status stuck in a tmux call that does not answer, run by the server itself (a plain line) or
     by its child: Ctrl-C and SIGTERM end it as they end it when it runs by itself."""
@@ -173,7 +121,7 @@ def test_a_signal_reaches_the_command_and_the_asker_ends_as_it_does(
     slow.mkdir()
     (slow / "tmux").write_text("#!/bin/sh\nexec sleep 5\n", encoding="utf-8")
     (slow / "tmux").chmod(0o755)
-    assert commandserver.ensure_running(team)
+    assert serverctl.ensure_running(team)
     for signo, code in ((signal.SIGINT, 130), (signal.SIGTERM, -signal.SIGTERM)):
         results = []
         for extra in ({}, {"FABRIKITO_SERVER": "0"}):
@@ -193,20 +141,20 @@ def test_a_signal_reaches_the_command_and_the_asker_ends_as_it_does(
 
 
 def test_a_dead_server_leaves_the_command_to_run_here(team: teamfile.Team) -> None:
-    assert commandserver.ensure_running(team)
-    pid = commandserver.running_pid(team.path)
+    assert serverctl.ensure_running(team)
+    pid = serverctl.running_pid(team.path)
     assert pid is not None
     os.kill(pid, signal.SIGKILL)
-    wait_until(lambda: not daemons.lock_held(commandserver.lock_path(team.path)))
-    assert commandserver.socket_path(team.path).exists()  # its socket is left, nobody listens
+    wait_until(lambda: not daemons.lock_held(serverctl.lock_path(team.path)))
+    assert serverctl.socket_path(team.path).exists()  # its socket is left, nobody listens
     served = fabrikito(["status"], team.base_dir)
     assert same(served, here(["status"], team.base_dir)) and served.returncode == 0
-    assert commandserver.ensure_running(team)  # a new one takes the stale socket's place
-    assert commandserver.running_pid(team.path) not in (None, pid)
+    assert serverctl.ensure_running(team)  # a new one takes the stale socket's place
+    assert serverctl.running_pid(team.path) not in (None, pid)
 
 
 def test_a_command_outlives_a_stopped_server(team: teamfile.Team) -> None:
-    assert commandserver.ensure_running(team)
+    assert serverctl.ensure_running(team)
     asker = subprocess.Popen(
         [sys.executable, "-m", "fabrikito", "say", "em"],
         stdin=subprocess.PIPE,
@@ -217,17 +165,10 @@ def test_a_command_outlives_a_stopped_server(team: teamfile.Team) -> None:
         text=True,
     )
     time.sleep(1.0)
-    said = commandserver.stop(team)
+    said = serverctl.stop(team)
     assert said is not None and said.startswith("stopped the command server")  # its lock is not the child's
     _, err = asker.communicate("still delivered to its end\n", timeout=30)
     assert asker.returncode == 3 and "not running an agent" in err
-
-
-def wait_until(done: Callable[[], bool], timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not done():
-        assert time.monotonic() < deadline
-        time.sleep(0.01)
 
 
 def fake_server(where: Path, answer: Callable[[socket.socket], None]) -> Callable[[], None]:
@@ -260,13 +201,24 @@ def fake_server(where: Path, answer: Callable[[socket.socket], None]) -> Callabl
 
 
 def drain(conn: socket.socket, answer: bytes) -> None:
-    """Read a whole request, then answer ``answer``."""
-    _, fds, _, _ = socket.recv_fds(conn, 1 << 16, 3)
+    """Read a whole request (its first line says how long it is), then answer ``answer``."""
+    data, fds, _, _ = socket.recv_fds(conn, 1 << 16, 3)
     for fd in fds:
         os.close(fd)
-    while conn.recv(1 << 16):
-        pass
+    head, _, body = data.partition(b"\n")
+    length = wire.request_length(head)
+    assert length is not None, data[:80]
+    while len(body) < length:
+        body += conn.recv(1 << 16)
     conn.sendall(answer)
+
+
+def started_then(conn: socket.socket, then: bytes) -> None:
+    """Read a whole request, say "started" as a child does, wait for "go", then answer ``then``."""
+    drain(conn, b"started 1\n")
+    conn.settimeout(5)
+    assert conn.recv(3) == wire.GO
+    conn.sendall(then)
 
 
 @pytest.mark.parametrize(
@@ -274,15 +226,16 @@ def drain(conn: socket.socket, answer: bytes) -> None:
     [
         pytest.param(lambda conn: None, True, id="closes"),
         pytest.param(lambda conn: drain(conn, b"garbage\n"), True, id="garbage"),
-        pytest.param(lambda conn: drain(conn, commandwire.DECLINED), True, id="declines"),
-        pytest.param(lambda conn: drain(conn, b"output 0 100 0\nhalf a table"), True, id="output-cut-short"),
-        pytest.param(lambda conn: drain(conn, b"started 1\n"), False, id="started-then-gone"),
+        pytest.param(lambda conn: drain(conn, b"declined busy\n"), True, id="declines"),
+        pytest.param(lambda conn: drain(conn, b""), True, id="says-nothing"),
+        pytest.param(lambda conn: started_then(conn, wire.NOT_RUN + b"\n"), True, id="started-not-run"),
+        pytest.param(lambda conn: started_then(conn, b""), False, id="started-then-gone"),
     ],
 )
 def test_a_command_runs_here_only_when_the_server_started_none(
     team: teamfile.Team, answer: Callable[[socket.socket], None], runs_here: bool
 ) -> None:
-    where = commandserver.socket_path(team.path)
+    where = serverctl.socket_path(team.path)
     where.parent.mkdir(mode=0o700, exist_ok=True)
     stop = fake_server(where, answer)
     try:
@@ -291,55 +244,20 @@ def test_a_command_runs_here_only_when_the_server_started_none(
         stop()
     if runs_here:
         assert same(asked, here(["status"], team.base_dir)) and "acme-em" in asked.stdout
-        assert "half a table" not in asked.stdout
     else:  # it may have run there: never run again here
         assert asked.returncode == 1 and asked.stdout == ""
         assert "went away while the command ran: its exit status is not known" in asked.stderr
 
 
-def ask_directly(server: forkserver.Server, request: bytes) -> bytes:
-    ours, theirs = socket.socketpair()
-    with ours, theirs:
-        socket.send_fds(ours, [request], [0, 1, 2])
-        ours.shutdown(socket.SHUT_WR)
-        server.serve(theirs)
-        return ours.recv(1 << 16)
-
-
-def test_the_server_declines_what_it_cannot_run(team: teamfile.Team) -> None:
-    listener = socket.socket(socket.AF_UNIX)
-    server = forkserver.Server(team.path, listener, 0, None)
-    package, cwd = str(forkserver.PACKAGE), str(team.base_dir)
-
-    def request(package: str = package, cwd: str = cwd) -> bytes:
-        return commandwire.encode_request(package, cwd, 0o22, ["--version"], {"PATH": os.environ["PATH"]})
-
-    assert ask_directly(server, b"run this") == commandwire.DECLINED
-    assert ask_directly(server, request(package="/elsewhere/fabrikito")) == commandwire.DECLINED  # another copy
-    assert ask_directly(server, request(cwd=str(team.base_dir / "gone"))) == commandwire.DECLINED
-    assert not server.stale
-    started = ask_directly(server, request())
-    assert started.startswith(b"started ")
-
-    def reaped() -> bool:
-        server.reap()
-        return not server.children
-
-    wait_until(reaped)
-    server.stamp = ()  # the package's files changed since the server started: it ends
-    assert ask_directly(server, request()) == commandwire.DECLINED and server.stale
-    listener.close()
-
-
-def in_process(team: teamfile.Team) -> forkserver.Server:
+def in_process(team: teamfile.Team) -> command_server.Server:
     """A server object for the team, listening, in this process (its checks called by the test)."""
-    commandserver.socket_path(team.path).parent.mkdir(mode=0o700, exist_ok=True)
+    serverctl.socket_path(team.path).parent.mkdir(mode=0o700, exist_ok=True)
     cwd = os.getcwd()
     try:
-        listener, inode = forkserver._listen(team.path)  # binds from inside the folder
+        listener, inode = command_server._listen(team.path)  # binds from inside the folder
     finally:
         os.chdir(cwd)
-    return forkserver.Server(team.path, listener, inode, team.server().resolved_socket_path())
+    return command_server.Server(team.path, listener, inode, team.server().resolved_socket_path())
 
 
 def test_the_server_stops_wanting_to_run_when_its_team_is_gone(team: teamfile.Team) -> None:
@@ -348,8 +266,8 @@ def test_the_server_stops_wanting_to_run_when_its_team_is_gone(team: teamfile.Te
         assert server.still_wanted()
         team.server().kill_server()
         wait_until(lambda: not server.still_wanted())  # tmux leaves its socket: nobody listens on it
-        assert commandserver.socket_path(team.path).exists()
-        other = forkserver.Server(team.path, server.listener, server.inode + 1, None)
+        assert serverctl.socket_path(team.path).exists()
+        other = command_server.Server(team.path, server.listener, server.inode + 1, None)
         assert not other.still_wanted()  # the socket there is not its own
     finally:
         server.listener.close()
@@ -370,7 +288,7 @@ def test_it_shares_one_control_client_and_ends_when_only_that_clients_session_is
     for _ in range(5):
         got: list[object] = []
         threads = [
-            threading.Thread(target=lambda t, into: into.append(commandserver.connect_control(t)), args=(t, got))
+            threading.Thread(target=lambda t, into: into.append(serverctl.connect_control(t)), args=(t, got))
             for t in (team, other)
         ]
         for thread in threads:
@@ -381,14 +299,14 @@ def test_it_shares_one_control_client_and_ends_when_only_that_clients_session_is
         assert len(controls) == 1 and tmux.alive()  # the second saw the first attached
         controls[0].close()
         wait_until(lambda: tmuxcontrol.CONTROL_SESSION not in tmux.run("list-sessions", "-F", "#{session_name}"))
-    assert commandserver.ensure_running(team)
+    assert serverctl.ensure_running(team)
     wait_until(lambda: tmuxcontrol.CONTROL_SESSION in tmux.run("list-sessions", "-F", "#{session_name}"))
-    assert commandserver.connect_control(other) is None  # the team's server holds the one client
-    assert commandserver.stop(team) is not None
+    assert serverctl.connect_control(other) is None  # the team's server holds the one client
+    assert serverctl.stop(team) is not None
     wait_until(lambda: tmuxcontrol.CONTROL_SESSION not in tmux.run("list-sessions", "-F", "#{session_name}"))
     server = in_process(team)
     try:
-        server.control = commandserver.connect_control(team)
+        server.control = serverctl.connect_control(team)
         assert server.control is not None and server.still_wanted()
         for session in ("acme-em", "acme-sec"):
             tmux.kill_session(session)
@@ -404,13 +322,13 @@ def test_its_control_client_gone_its_commands_run_tmux_themselves(team: teamfile
     from fabrikito.base import tmuxcontrol
 
     tmux = team.server()
-    assert commandserver.ensure_running(team)
+    assert serverctl.ensure_running(team)
     wait_until(lambda: tmux.run("list-clients", "-F", "#{client_pid}").strip() != "")
     os.kill(int(tmux.run("list-clients", "-F", "#{client_pid}").split()[0]), signal.SIGKILL)
     wait_until(lambda: tmux.run("list-clients").strip() == "")
     for argv in SAY:
         assert same(fabrikito(argv, team.base_dir), here(argv, team.base_dir)), argv
-    assert commandserver.running_pid(team.path) is not None and tmux.alive()
+    assert serverctl.running_pid(team.path) is not None and tmux.alive()
     assert tmuxcontrol.CONTROL_SESSION in tmux.run("list-sessions", "-F", "#{session_name}")  # left behind
 
 
@@ -419,9 +337,9 @@ def test_down_removes_a_control_session_its_server_left(team: teamfile.Team) -> 
     from fabrikito.launch import lifecycle
 
     tmux = team.server()
-    assert commandserver.ensure_running(team)
+    assert serverctl.ensure_running(team)
     wait_until(lambda: tmuxcontrol.CONTROL_SESSION in tmux.run("list-sessions", "-F", "#{session_name}"))
-    pid = commandserver.running_pid(team.path)
+    pid = serverctl.running_pid(team.path)
     assert pid is not None
     os.kill(pid, signal.SIGKILL)  # no kill-session from it: its session stays
     wait_until(lambda: tmux.run("list-clients").strip() == "")
@@ -440,7 +358,7 @@ def test_the_tmux_event_lock_is_one_holder_at_a_time_and_never_a_hang(team: team
     release = threading.Event()
 
     def holder() -> None:
-        with commandserver.tmux_events(tmux):
+        with tmuxcontrol.tmux_events(tmux):
             held.set()
             release.wait(10)
 
@@ -449,21 +367,21 @@ def test_the_tmux_event_lock_is_one_holder_at_a_time_and_never_a_hang(team: team
     held.wait(5)
     threading.Timer(0.3, release.set).start()
     started = time.monotonic()
-    with commandserver.tmux_events(tmux):
+    with tmuxcontrol.tmux_events(tmux):
         waited = time.monotonic() - started
     thread.join()
-    assert 0.25 <= waited < commandserver.CONNECT_WAIT
+    assert 0.25 <= waited < tmuxcontrol.CONNECT_WAIT
     release.clear()
     held.clear()
     thread = threading.Thread(target=holder)
     thread.start()
     held.wait(5)
     started = time.monotonic()
-    with commandserver.tmux_events(tmux):  # held past CONNECT_WAIT: goes on without it
+    with tmuxcontrol.tmux_events(tmux):  # held past CONNECT_WAIT: goes on without it
         waited = time.monotonic() - started
     release.set()
     thread.join()
-    assert commandserver.CONNECT_WAIT <= waited < commandserver.CONNECT_WAIT + 1
+    assert tmuxcontrol.CONNECT_WAIT <= waited < tmuxcontrol.CONNECT_WAIT + 1
 
 
 def test_a_stop_while_it_connects_comes_once_its_client_is_connected_and_shared(
@@ -471,27 +389,25 @@ def test_a_stop_while_it_connects_comes_once_its_client_is_connected_and_shared(
 ) -> None:
     """A client its owner leaves half connected can keep tmux 3.3a from ever exiting: the stop signals are
     held while it connects, and a stop that came meanwhile ends the server once the client can be closed."""
-    from fabrikito.base import tmuxcontrol
 
-    real = commandserver.connect_control
+    real = serverctl.connect_control
 
     def stopped_meanwhile(t: teamfile.Team) -> tmuxcontrol.Control | None:
         os.kill(os.getpid(), signal.SIGTERM)  # down's stop, while the client connects
         return real(t)
 
-    monkeypatch.setattr(forkserver, "connect_control", stopped_meanwhile)
-    previous = signal.signal(signal.SIGTERM, forkserver._on_signal)
+    monkeypatch.setattr(command_server, "connect_control", stopped_meanwhile)
+    previous = signal.signal(signal.SIGTERM, command_server._on_signal)
     server = in_process(team)
     try:
-        with pytest.raises(forkserver._Stop):
+        with pytest.raises(command_server._Stop):
             server.connect()
-        assert server.control is not None and tmuxcontrol.shared() is server.control  # connected, then stopped
+        assert server.control is not None and server.control.broken is None  # connected, then stopped
         server.control.close()  # what the server's way out does
         wait_until(lambda: team.server().run("list-clients").strip() == "")
     finally:
         signal.signal(signal.SIGTERM, previous)
-        tmuxcontrol.share(None)
-        server.listener.close()
+        server.close()
 
 
 def test_a_control_client_that_cannot_be_made_leaves_the_server_serving(
@@ -500,13 +416,12 @@ def test_a_control_client_that_cannot_be_made_leaves_the_server_serving(
     def broken(_team: teamfile.Team) -> None:
         raise RuntimeError("no memory file here")
 
-    monkeypatch.setattr(forkserver, "connect_control", broken)
-    assert forkserver._connect(team.path) is None
+    monkeypatch.setattr(command_server, "connect_control", broken)
+    assert command_server._connect(team.path) is None
     assert "no memory file here" in capsys.readouterr().err  # in its error file, for whoever looks
 
 
 def test_it_connects_its_client_once_nobody_is_attached_and_again_after_it_went(team: teamfile.Team) -> None:
-    from fabrikito.base import tmuxcontrol
 
     tmux = team.server()
     person = subprocess.Popen(
@@ -519,7 +434,7 @@ def test_it_connects_its_client_once_nobody_is_attached_and_again_after_it_went(
         person.kill()
         person.wait()
         wait_until(lambda: tmux.run("list-clients").strip() == "")
-        assert server.check() and server.control is not None and tmuxcontrol.shared() is server.control
+        assert server.check() and server.control is not None and server.control.broken is None
         first = server.control.proc.pid
         os.kill(first, signal.SIGKILL)
 
@@ -528,29 +443,28 @@ def test_it_connects_its_client_once_nobody_is_attached_and_again_after_it_went(
             return server.control is not None and server.control.broken is not None
 
         wait_until(reaped)
-        assert tmuxcontrol.shared() is None  # its commands run tmux themselves meanwhile
+        # its commands run tmux themselves meanwhile (Invocation.tmux: a broken client is not used)
         assert server.check() and server.control is not None and server.control.broken is None
-        assert server.control.proc.pid != first and tmuxcontrol.shared() is server.control
+        assert server.control.proc.pid != first
     finally:
         person.kill()
         if server.control is not None:
             server.control.close()
-        tmuxcontrol.share(None)
-        server.listener.close()
+        server.close()
 
 
 def test_down_stops_it_and_its_socket_goes(team: teamfile.Team) -> None:
     """Stopped as it connects its tmux client, too: the client is connected or closed, never left half
     connected (tmux 3.3a then may never exit), and the stop is not lost."""
-    assert commandserver.stop(team) is None
+    assert serverctl.stop(team) is None
     tmux = team.server()
     tmux_pid = int(tmux.run("display-message", "-p", "#{pid}"))
     for _ in range(5):
-        assert commandserver.ensure_running(team)
-        pid = commandserver.running_pid(team.path)
-        assert commandserver.stop(team) == f"stopped the command server (pid {pid})"
-        assert not commandserver.socket_path(team.path).exists()
-        assert commandserver.running_pid(team.path) is None
+        assert serverctl.ensure_running(team)
+        pid = serverctl.running_pid(team.path)
+        assert serverctl.stop(team) == f"stopped the command server (pid {pid})"
+        assert not serverctl.socket_path(team.path).exists()
+        assert serverctl.running_pid(team.path) is None
         wait_until(lambda: tmux.run("list-clients").strip() == "")
         assert "acme-em" in tmux.run("list-sessions", "-F", "#{session_name}")  # tmux answers
     tmux.kill_server()
@@ -563,20 +477,20 @@ def test_down_stops_it_and_its_socket_goes(team: teamfile.Team) -> None:
 
 
 def test_the_socket_and_lock_are_the_users_alone(team: teamfile.Team) -> None:
-    assert commandserver.ensure_running(team)
-    assert commandserver.socket_path(team.path).parent.stat().st_mode & 0o777 == 0o700
-    assert commandserver.socket_path(team.path).stat().st_mode & 0o777 == 0o600
-    assert commandserver.lock_path(team.path).stat().st_mode & 0o777 == 0o600
+    assert serverctl.ensure_running(team)
+    assert serverctl.socket_path(team.path).parent.stat().st_mode & 0o777 == 0o700
+    assert serverctl.socket_path(team.path).stat().st_mode & 0o777 == 0o600
+    assert serverctl.lock_path(team.path).stat().st_mode & 0o777 == 0o600
 
 
 def test_a_file_in_the_sockets_place_is_refused_not_removed(team: teamfile.Team) -> None:
-    where = commandserver.socket_path(team.path)
+    where = serverctl.socket_path(team.path)
     where.parent.mkdir(mode=0o700, exist_ok=True)
     where.write_text("mine", encoding="utf-8")
     with pytest.raises(FabrikitoError, match="did not start"):
-        commandserver.ensure_running(team)
+        serverctl.ensure_running(team)
     assert where.read_text(encoding="utf-8") == "mine"
-    assert "is there and is not a socket: remove it" in (team.state_dir / commandserver.ERR_NAME).read_text()
+    assert "is there and is not a socket: remove it" in (team.state_dir / serverctl.ERR_NAME).read_text()
 
 
 MODULES = """
@@ -590,7 +504,7 @@ sys.exit(code)
 
 @pytest.mark.parametrize("argv", [["status"], ["say", "em", "hello"]])
 def test_a_served_command_imports_next_to_nothing(team: teamfile.Team, argv: list[str]) -> None:
-    assert commandserver.ensure_running(team)
+    assert serverctl.ensure_running(team)
     done = subprocess.run(
         [sys.executable, "-c", MODULES, *argv],
         capture_output=True,
@@ -601,45 +515,13 @@ def test_a_served_command_imports_next_to_nothing(team: teamfile.Team, argv: lis
         check=False,
     )
     modules = set(done.stderr.split("\n")[-2].split())
-    assert "fabrikito.base.commandwire" in modules, done.stderr
+    assert "fabrikito.cli.wire" in modules, done.stderr
     heavy = {"re", "enum", "pathlib", "json", "signal", "socket", "fabrikito.team.teamfile", "collections"}
     assert sorted(heavy & modules) == []
 
 
-class Recording(dict[str, str]):
-    """``os.environ`` that notes every name read."""
-
-    def __init__(self, values: dict[str, str], seen: set[str]) -> None:
-        super().__init__(values)
-        self.seen = seen
-
-    def __getitem__(self, key: str) -> str:
-        self.seen.add(key)
-        return super().__getitem__(key)
-
-    def get(self, key: str, default: object = None) -> object:  # type: ignore[override]
-        self.seen.add(key)
-        return super().get(key, default)
-
-    def __contains__(self, key: object) -> bool:
-        self.seen.add(str(key))
-        return super().__contains__(key)
-
-
-def test_status_reads_no_variable_the_server_is_not_told(team: teamfile.Team, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The server answers a plain status itself with only ENV_READ set as the asker has them."""
-    from fabrikito.launch import status
-
-    seen: set[str] = set()
-    monkeypatch.setattr(os, "environ", Recording(dict(os.environ), seen))
-    for screens in (True, False):
-        for as_json in (True, False):
-            status.report(teamfile.load(team.path), as_json=as_json, screens=screens)
-    assert seen and seen <= set(commandwire.ENV_READ), sorted(seen - set(commandwire.ENV_READ))
-
-
 def test_status_is_answered_with_the_askers_time_zone(team: teamfile.Team) -> None:
-    assert commandserver.ensure_running(team)
+    assert serverctl.ensure_running(team)
     (team.state_dir / "messages.log").write_text("2026-12-01T10:00:00\towner\tem\tDELIVERED\thi\n")
     for tz in ("UTC", "Asia/Tokyo"):
         served = fabrikito(["status", "--json"], team.base_dir, TZ=tz)
@@ -650,36 +532,53 @@ def test_status_is_answered_with_the_askers_time_zone(team: teamfile.Team) -> No
     "path", ["team.toml", "./team.toml", "a/../team.toml", "a//b/./c.toml", "/x/y.toml", "//x/y.toml", "///x", ""]
 )
 def test_absolute_is_pathlibs(path: str) -> None:
-    assert commandwire.absolute(path) == str(Path(path).absolute())
+    assert wire.absolute(path) == str(Path(path).absolute())
 
 
 def test_the_team_asked_is_the_one_the_line_names(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("FABRIKITO_TEAM", raising=False)
     monkeypatch.chdir("/")
-    assert commandwire.team_of(["say", "--team", "t/a.toml", "em", "x"]) == "/t/a.toml"
-    assert commandwire.team_of(["status", "--team=/b.toml"]) == "/b.toml"
-    assert commandwire.team_of(["say", "em", "--", "--team", "x"]) == "/team.toml"
+    assert wire.team_of(["say", "--team", "t/a.toml", "em", "x"]) == "/t/a.toml"
+    assert wire.team_of(["status", "--team=/b.toml"]) == "/b.toml"
+    assert wire.team_of(["say", "em", "--", "--team", "x"]) == "/team.toml"
     monkeypatch.setenv("FABRIKITO_TEAM", "/c/team.toml")
-    assert commandwire.team_of(["flush", "em"]) == "/c/team.toml"
-    assert commandwire.team_of(["status", "--team", "/a.toml", "--team=/b.toml"]) == "/b.toml"
-    assert commandwire.team_of(["status"], {"FABRIKITO_TEAM": "t.toml"}, "/w") == "/w/t.toml"  # the asker's
-    assert commandwire.team_of(["status"], {}, "/w") == "/w/team.toml"
+    assert wire.team_of(["flush", "em"]) == "/c/team.toml"
+    assert wire.team_of(["status", "--team", "/a.toml", "--team=/b.toml"]) == "/b.toml"
+    assert wire.team_of(["status"], {"FABRIKITO_TEAM": "t.toml"}, "/w") == "/w/t.toml"  # the asker's
+    assert wire.team_of(["status"], {}, "/w") == "/w/team.toml"
 
 
 def test_a_request_round_trips_and_a_bad_one_is_none() -> None:
     env = {"TZ": "UTC", "PATH": "/a=b:/c", "EMPTY": ""}
-    request = commandwire.encode_request("/p", "/w", 0o27, ["say", "em", "two\nlines é"], env)
-    assert commandwire.decode_request(request) == ("/p", "/w", 0o27, ["say", "em", "two\nlines é"], env)
-    assert commandwire.decode_request(request + b"\0novalue") is None
-    assert commandwire.decode_request(request.replace(b"\x0027\x00", b"\x0099\x00")) is None  # not octal
-    assert commandwire.decode_request(b"fabrikito-run/0\0/p\0/w\x0022\x000") is None
-    assert commandwire.decode_request(commandwire.encode_request("/p", "w", 0, [], {})) is None  # a relative cwd
+    stdio = "utf-8,strict,;utf-8,strict,l;utf-8,backslashreplace,lw"
+    request = wire.encode_request("/p", "/w", 0o27, ["say", "em", "two\nlines é"], env, stdio, (signal.SIGINT,))
+    head, _, body = request.partition(b"\n")
+    assert wire.request_length(head) == len(body)
+    got = wire.decode_request(body)
+    assert got is not None
+    assert (got.package, got.cwd, got.umask, got.stdio, got.argv, got.env, got.ignored) == (
+        "/p",
+        "/w",
+        0o27,
+        stdio,
+        ["say", "em", "two\nlines é"],
+        env,
+        (signal.SIGINT,),
+    )
+    assert wire.decode_request(body.replace(b"\x002\x003\x00", b"\x009\x003\x00")) is None  # not a stop signal
+    assert wire.decode_request(body + b"\0novalue") is None
+    assert wire.decode_request(body.replace(b"\x0027\x00", b"\x0099\x00")) is None  # not octal
+    assert wire.decode_request(body.replace(stdio.encode(), b"utf-8")) is None  # not three streams
+    short = wire.encode_request("/p", "w", 0, [], {})
+    assert wire.decode_request(short.partition(b"\n")[2]) is None  # a relative cwd
+    assert wire.request_length(b"fabrikito-run/1 12") is None  # another protocol
+    assert wire.request_length(b"fabrikito-run/2 -1") is None
 
 
 def test_a_command_that_ends_at_once_runs_once(team: teamfile.Team) -> None:
     """The child says "started" before its exit line, so an asker never takes a finished command for
     one not started (and runs it again): a usage error printed twice would show it."""
-    assert commandserver.ensure_running(team)
+    assert serverctl.ensure_running(team)
     cold = here(["say", "--bad"], team.base_dir)
     assert cold.returncode == 2 and cold.stderr.count("fabrikito say:") == 1
     for _ in range(15):

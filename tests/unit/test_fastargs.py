@@ -13,7 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from tests.unit.test_hostile_args import NOT_UTF8
 
-from fabrikito import cli, fastargs
+from fabrikito import cli
+from fabrikito.cli import fastargs
 
 COMMANDS = {c.name: c for c in cli.COMMANDS}
 

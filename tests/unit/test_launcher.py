@@ -279,8 +279,8 @@ def test_cli_registers_up_down_status_demo() -> None:
         return build_parser(argv).parse_args(argv)
 
     args = parse("up", "--team", "t.toml", "em", "api")
-    assert args.roles == ["em", "api"] and args._handler == "fabrikito.commands:cmd_up"
-    assert parse("down")._handler == "fabrikito.commands:cmd_down"
+    assert args.roles == ["em", "api"] and args._handler == "fabrikito.cli.commands:cmd_up"
+    assert parse("down")._handler == "fabrikito.cli.commands:cmd_down"
     assert parse("status", "--json").json is True
     assert parse("demo", "--stop").stop is True
 

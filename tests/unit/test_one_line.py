@@ -89,7 +89,16 @@ def test_say_writes_exactly_one_line(
     team = teamfile.load(tmp / "team.toml")
     server = replay_server(tmp, _pane(claude_pid, interruption))
     code = _run(
-        lambda: say.run_say(team, server, target, text, env_role=role or None, out=lambda s: None, err=lambda s: None)
+        lambda: say.run_say(
+            team,
+            server,
+            target,
+            text,
+            env_role=role or None,
+            caller_pid=os.getpid(),
+            out=lambda s: None,
+            err=lambda s: None,
+        )
     )
     assert code in (0, 1, 2, 3, 4)
     (line,) = _lines(team)
@@ -124,7 +133,9 @@ def test_flush_writes_exactly_one_line(
     pane.now = screen(f"{FULL}-typed-short-unsubmitted")
     server = replay_server(tmp, pane)
     code = _run(
-        lambda: flush.run_flush(team, server, target, env_role=role or None, out=lambda s: None, err=lambda s: None)
+        lambda: flush.run_flush(
+            team, server, target, env_role=role or None, caller_pid=os.getpid(), out=lambda s: None, err=lambda s: None
+        )
     )
     assert code in (0, 1, 2, 3)
     (line,) = _lines(team)

@@ -238,7 +238,9 @@ def test_a_host_takes_a_routed_sender_only_vouched_for_by_its_machine_over_ssh_a
 def _say(team: teamfile.Team, target: str, text: str) -> tuple[int, list[str], list[str]]:
     out: list[str] = []
     err: list[str] = []
-    code = say.run_say(team, team.server(), target, text, env_role="em", out=out.append, err=err.append)
+    code = say.run_say(
+        team, team.server(), target, text, env_role="em", caller_pid=os.getpid(), out=out.append, err=err.append
+    )
     return code, out, err
 
 
@@ -287,7 +289,15 @@ def test_say_to_a_seat_on_another_host_needs_no_tmux_server_here(
     assert _say(team, "api", "ship it") == (0, ["delivered to api"], [])
     assert _lines(team) == [["em", "api", "delivered", "ship it"]]
     code = say.run_say(
-        team, team.server(), "api", "x", env_role="em", out=lambda _: None, err=lambda _: None, expire=60.0
+        team,
+        team.server(),
+        "api",
+        "x",
+        env_role="em",
+        caller_pid=os.getpid(),
+        out=lambda _: None,
+        err=lambda _: None,
+        expire=60.0,
     )
     assert code == say.EXIT_REFUSED  # --queue does not reach another host yet, and says so
 
@@ -441,7 +451,9 @@ def test_say_on_a_host_with_another_machines_team_role_is_refused_and_logged(
     hosts.mark_here(team, "build-2", origin_team="/origin/team.toml", origin_command="fabrikito")
     out: list[str] = []
     err: list[str] = []
-    code = say.run_say(team, team.server(), "api", "as em", env_role="em", out=out.append, err=err.append)
+    code = say.run_say(
+        team, team.server(), "api", "as em", env_role="em", caller_pid=os.getpid(), out=out.append, err=err.append
+    )
     assert code == say.EXIT_REFUSED, err
     assert "em is a seat of the team's own machine, and this is host build-2" in err[0]
     assert _lines(team) == [["em", "api", "NOT-DELIVERED", "as em"]]

@@ -26,7 +26,7 @@ def test_the_label_is_its_own_paste_with_a_space() -> None:
 
 def test_say_imports_no_heavy_modules() -> None:
     code = (
-        "import sys; import fabrikito.cli, fabrikito.commands, fabrikito.delivery.say, fabrikito.team.teamfile;"
+        "import sys; import fabrikito.cli, fabrikito.cli.commands, fabrikito.delivery.say, fabrikito.team.teamfile;"
         "heavy = {'psutil', 'asyncio', 'fabrikito.inbox.client', 'fabrikito.inbox.sessions', 'fabrikito.launch',"
         " 'fabrikito.offline', 'tomllib'};"
         "print(sorted(heavy & set(sys.modules)))"

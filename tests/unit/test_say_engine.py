@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fcntl
+import os
 import subprocess
 import time
 from collections.abc import Iterator
@@ -47,7 +48,14 @@ def say_dev(tmp_path: Path, pane: Pane, text: str = MESSAGE) -> tuple[int, teamf
     team = team_at(tmp_path)
     errors: list[str] = []
     code = say.run_say(
-        team, replay_server(tmp_path, pane), "dev", text, env_role="em", out=errors.append, err=errors.append
+        team,
+        replay_server(tmp_path, pane),
+        "dev",
+        text,
+        env_role="em",
+        caller_pid=os.getpid(),
+        out=errors.append,
+        err=errors.append,
     )
     return code, team, errors
 
@@ -254,7 +262,16 @@ def test_say_all_from_the_only_seat_reaches_nobody_and_says_so(tmp_path: Path, c
     team = teamfile.load(path)
     pane = Pane(screen(f"{FULL}-empty-box-fresh-start"), pid=claude_pid)
     errors: list[str] = []
-    code = say.run_say(team, replay_server(tmp_path, pane), "all", "hi", env_role="dev", out=print, err=errors.append)
+    code = say.run_say(
+        team,
+        replay_server(tmp_path, pane),
+        "all",
+        "hi",
+        env_role="dev",
+        caller_pid=os.getpid(),
+        out=print,
+        err=errors.append,
+    )
     assert code == say.EXIT_REFUSED
     assert "only seat" in " ".join(errors)
     assert only_line(team).outcome == "NOT-DELIVERED"
@@ -266,7 +283,7 @@ def test_the_owner_is_named_when_the_server_is_down(tmp_path: Path) -> None:
     team = team_at(tmp_path)
     server = Server(socket_path=str(tmp_path / "no-such-server"))
     errors: list[str] = []
-    code = say.run_say(team, server, "dev", "hi", env_role=None, out=print, err=errors.append)
+    code = say.run_say(team, server, "dev", "hi", env_role=None, caller_pid=os.getpid(), out=print, err=errors.append)
     assert code == say.EXIT_REFUSED
     sender = only_line(team).sender
     try:
@@ -293,7 +310,15 @@ def test_flush_submits_a_tall_message_say_left_and_logs_one_line(tmp_path: Path,
     statedir.ensure_dir(seatlock.say_dir(team))
     seatlock.write_paste_record(team, "dev", "em", "[from em] ", "line one\nline two\nline three")
     out: list[str] = []
-    code = flush.run_flush(team, replay_server(tmp_path, pane), "dev", env_role="em", out=out.append, err=out.append)
+    code = flush.run_flush(
+        team,
+        replay_server(tmp_path, pane),
+        "dev",
+        env_role="em",
+        caller_pid=os.getpid(),
+        out=out.append,
+        err=out.append,
+    )
     assert code == flush.EXIT_FLUSHED, out
     assert pane.keys == ["Enter"] and pane.pastes == []
     line = only_line(team)
@@ -311,7 +336,15 @@ def test_flush_refuses_a_box_it_did_not_leave_without_calling_it_a_draft(tmp_pat
     statedir.ensure_dir(seatlock.say_dir(team))
     seatlock.write_paste_record(team, "dev", "em", "[from em] ", MESSAGE)
     out: list[str] = []
-    code = flush.run_flush(team, replay_server(tmp_path, pane), "dev", env_role="em", out=out.append, err=out.append)
+    code = flush.run_flush(
+        team,
+        replay_server(tmp_path, pane),
+        "dev",
+        env_role="em",
+        caller_pid=os.getpid(),
+        out=out.append,
+        err=out.append,
+    )
     assert code == flush.EXIT_NOT_FLUSHED
     assert pane.keys == []
     assert "does not match what say left" in " ".join(out)
@@ -324,8 +357,13 @@ def test_flush_early_refusals_are_logged(tmp_path: Path) -> None:
     team = team_at(tmp_path)
     out: list[str] = []
     server = Server(socket_path=str(tmp_path / "no-such-server"))
-    assert flush.run_flush(team, server, "dev", env_role="em", out=out.append, err=out.append) == 3
-    assert flush.run_flush(team, server, "dev", env_role="owner", out=out.append, err=out.append) == 3
+    assert (
+        flush.run_flush(team, server, "dev", env_role="em", caller_pid=os.getpid(), out=out.append, err=out.append) == 3
+    )
+    assert (
+        flush.run_flush(team, server, "dev", env_role="owner", caller_pid=os.getpid(), out=out.append, err=out.append)
+        == 3
+    )
     lines = log_lines(team)
     assert [(r.sender, r.outcome) for r in lines if isinstance(r, msglog.Record)] == [
         (b"em", "NOT-FLUSHED"),

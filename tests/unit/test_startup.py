@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from fabrikito import cli, cliparse
+from fabrikito import cli
+from fabrikito.cli import argparsing
 
 # Never on the way of a command that runs on every message (say, send, status, flush).
 HEAVY = {
@@ -24,7 +25,7 @@ HEAVY = {
     "inspect",
     "typing",  # imported for mypy only (TYPE_CHECKING = False)
     "subprocess",  # base.tmux runs tmux through posix_spawnp
-    "shutil",  # argparse imports it for the terminal width; cliparse.HelpFormatter reads it itself
+    "shutil",  # argparse imports it for the terminal width; cli.argparsing.HelpFormatter reads it itself
     "locale",  # argparse's gettext lookups, skipped when there are no translations
     "asyncio",
     "psutil",
@@ -36,8 +37,8 @@ HEAVY = {
     "fabrikito.offline",
 }
 
-# Never on the way of a message command: its plain command line is read by fabrikito.fastargs.
-ARGPARSE = {"argparse", "gettext", "fabrikito.cliparse", "importlib"}
+# Never on the way of a message command: its plain command line is read by fabrikito.cli.fastargs.
+ARGPARSE = {"argparse", "gettext", "fabrikito.cli.argparsing", "importlib"}
 
 # A plain command line of each, and what its handler imports, lazily included (its module chain).
 LINES: dict[str, list[str]] = {
@@ -48,7 +49,7 @@ LINES: dict[str, list[str]] = {
 }
 CHAINS: dict[str, list[str]] = {
     "say": [
-        "fabrikito.commands",
+        "fabrikito.cli.commands",
         "fabrikito.delivery.say",
         "fabrikito.delivery.identity",
         "fabrikito.team.teamfile",
@@ -56,9 +57,9 @@ CHAINS: dict[str, list[str]] = {
         "fabrikito.screen.claude_2_1_316",
         "fabrikito.screen.ansi",
     ],
-    "flush": ["fabrikito.commands", "fabrikito.delivery.flush", "fabrikito.team.teamfile"],
+    "flush": ["fabrikito.cli.commands", "fabrikito.delivery.flush", "fabrikito.team.teamfile"],
     "status": [
-        "fabrikito.commands",
+        "fabrikito.cli.commands",
         "fabrikito.launch.status",
         "fabrikito.team.teamfile",
         "fabrikito.screen.releases",
@@ -179,7 +180,8 @@ def test_help_builds_no_command_and_imports_no_handler() -> None:
         "fabrikito.base",
         "fabrikito.base.errors",
         "fabrikito.cli",
-        "fabrikito.cliparse",
+        "fabrikito.cli.argparsing",
+        "fabrikito.cli.invocation",  # os and sys only: every command makes one
     ]
 
 
@@ -209,9 +211,9 @@ def test_help_layout_without_shutil_follows_columns(monkeypatch: pytest.MonkeyPa
     text = cli.build_parser(["say"]).format_help()  # the top level; the say parser is a choice of it
     assert max(len(line) for line in text.splitlines()) <= 58
     monkeypatch.setenv("COLUMNS", "not-a-number")
-    assert cliparse.columns() >= 1
+    assert argparsing.columns() >= 1
     epilog = "exit status:\n  0   a row of a table that is kept exactly as it is written, however long it is"
-    formatter = cliparse.HelpFormatter("x", width=40)
+    formatter = argparsing.HelpFormatter("x", width=40)
     assert formatter._fill_text(epilog, 40, "") == epilog  # several lines: printed as written
     assert "\n" in formatter._fill_text("one line " * 10, 40, "")  # one line: wrapped
 

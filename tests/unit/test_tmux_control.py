@@ -20,7 +20,8 @@ from hypothesis import strategies as st
 from fabrikito.base import tmuxcontrol
 from fabrikito.base.errors import TmuxError
 from fabrikito.base.tmux import Server
-from fabrikito.base.tmuxcontrol import CONTROL_SESSION, Control, Controlled, NotSent, Unanswered, controlled, quote
+from fabrikito.base.tmuxcontrol import CONTROL_SESSION, Control, Controlled, NotSent, Unanswered, quote
+from fabrikito.cli.invocation import Invocation
 from fabrikito.delivery import seatpane
 
 HOSTILE = (
@@ -49,14 +50,17 @@ def shared(server: Server) -> Iterator[Controlled]:
     server.new_session("acme-em", ["sleep", "300"], cwd="/")
     control = tmuxcontrol.connect(server)
     assert control is not None
-    tmuxcontrol.share(control)
     try:
-        ctl = controlled(server)
+        ctl = served(control).tmux(server)
         assert isinstance(ctl, Controlled)
         yield ctl
     finally:
-        tmuxcontrol.share(None)
         control.close()
+
+
+def served(control: tmuxcontrol.Control | None) -> Invocation:
+    """A command's invocation as the command server makes it: the server's client handed to it."""
+    return Invocation(pid=os.getpid(), stdin=None, stdout=None, stderr=None, served=True, control=control)
 
 
 def test_connecting_never_touches_another_session_and_its_session_goes_with_it(server: Server) -> None:
@@ -76,12 +80,15 @@ def test_connecting_never_touches_another_session_and_its_session_goes_with_it(s
     assert server.run("display-message", "-p", "-t", "acme-em", "#{pane_current_command}").strip() == "sleep"
 
 
-def test_nothing_is_shared_unless_the_process_has_a_client_on_that_server(shared: Controlled) -> None:
-    assert controlled(Server(socket_name="another")) == Server(socket_name="another")
-    assert not isinstance(controlled(Server(socket_name="another")), Controlled)
-    tmuxcontrol.share(None)
+def test_a_command_goes_through_a_client_only_when_its_invocation_has_one_on_that_server(
+    shared: Controlled,
+) -> None:
+    other = Server(socket_name="another")
+    assert served(shared.control).tmux(other) is other
     plain = Server(socket_name=shared.socket_name)
-    assert controlled(plain) is plain
+    assert served(None).tmux(plain) is plain
+    assert Invocation.here().tmux(plain) is plain  # a command run by itself has none
+    assert isinstance(served(shared.control).tmux(plain), Controlled)
 
 
 def test_a_look_answers_as_a_tmux_process_does_on_a_hostile_screen(shared: Controlled, server: Server) -> None:
@@ -140,14 +147,15 @@ def test_a_failed_paste_names_no_text_and_leaves_no_buffer(shared: Controlled, s
     assert server.run("list-buffers", "-F", "#{buffer_name}").strip() == ""
 
 
-def test_chains_reading_several_screens_and_commands_with_input_run_as_processes(
+def test_a_chain_reading_several_screens_goes_screen_by_screen_and_one_with_input_runs_as_a_process(
     shared: Controlled, server: Server
 ) -> None:
     pane = server.new_session("s", ["sleep", "300"], cwd="/", width=40, height=5)
     before = shared.control.seq
     assert seatpane.look_panes(shared, [pane, pane]) == seatpane.look_panes(server, [pane, pane])
+    assert shared.control.seq == before + 2  # one exchange per screen
     assert shared.run("load-buffer", "-b", "in", "-", input=b"from stdin") == ""
-    assert shared.control.seq == before  # neither went through the client
+    assert shared.control.seq == before + 2  # not through the client
     assert server.run("show-buffer", "-b", "in") == "from stdin"
 
 
@@ -240,7 +248,26 @@ def test_a_typing_command_left_unanswered_is_an_error_and_never_sent_again(share
     quick.run("send-keys", "-t", pane, "-l", "again")  # now by a tmux process of its own
     assert wait_for(lambda: "again" in server.capture(pane))
     assert server.capture(pane).count("typed") <= 1
-    assert not isinstance(controlled(server), Controlled)  # a broken client is offered no more
+    assert not isinstance(served(shared.control).tmux(server), Controlled)  # a broken client is used no more
+
+
+def test_every_seats_screen_in_one_chain_is_read_through_the_client_as_a_tmux_process_reads_it(
+    shared: Controlled, server: Server
+) -> None:
+    """status's look at every seat (display-message and capture-pane per pane, chained): one exchange per
+    screen, the same looks as one tmux process gives; a chain that writes is not cut."""
+    panes = [
+        server.new_session(f"s{i}", ["sh", "-c", f"printf 'pane {i}\\n%%end 1 2 3\\n'; exec cat"], cwd="/")
+        for i in range(3)
+    ]
+    assert wait_for(lambda: all(f"pane {i}" in server.capture(p) for i, p in enumerate(panes)))
+    seq = shared.control.seq
+    through = seatpane.start_looks(shared, panes).looks()
+    assert shared.control.seq == seq + len(panes)  # one exchange per screen, no tmux process
+    by_process = seatpane.start_looks(server, panes).looks()
+    assert through.keys() == by_process.keys() == set(panes)
+    assert {p: look.snapshot for p, look in through.items()} == {p: look.snapshot for p, look in by_process.items()}
+    assert tmuxcontrol._screen_parts(["capture-pane", "-p", ";", "send-keys", "x", ";", "capture-pane", "-p"]) is None
 
 
 def test_a_client_gone_makes_reads_run_as_processes(shared: Controlled, server: Server) -> None:

@@ -55,7 +55,10 @@ def start(argv: list[str], env: Mapping[str, str], data: bytes = b"", *, keep_st
     err_r, err_w = os.pipe()
     dup2 = os.POSIX_SPAWN_DUP2
     try:
-        pid = os.posix_spawnp(argv[0], argv, env, file_actions=[(dup2, in_r, 0), (dup2, out_w, 1), (dup2, err_w, 2)])
+        # setsigmask: nothing blocked, whatever this process holds (a served say holds the stop signals
+        # until its guard is up, cli/served.py)
+        actions = [(dup2, in_r, 0), (dup2, out_w, 1), (dup2, err_w, 2)]
+        pid = os.posix_spawnp(argv[0], argv, env, file_actions=actions, setsigmask=())
     except BaseException:
         for fd in (in_r, in_w, out_r, out_w, err_r, err_w):
             os.close(fd)

@@ -2,7 +2,7 @@
 
 A look at a seat is otherwise a tmux process (2-3 ms of CPU, eight to twelve
 of them a ``say``, on the cores where the agent is drawing the paste being
-checked).  The team's command server (:mod:`fabrikito.forkserver`) holds one
+checked).  The team's command server (:mod:`fabrikito.cli.server`) holds one
 tmux control-mode client (``tmux -C``, started by
 :meth:`fabrikito.base.tmux.Server.start_control_client`), and the commands it
 forks (``say``, ``flush``) send their tmux commands to it as lines of tmux's
@@ -19,7 +19,7 @@ and only when tmux lists no attached client (no person who could detach or
 scroll meanwhile; it looks again every 10 s while it has none):
 :func:`connect`, called holding a lock of the tmux
 server's that ``up`` and ``down`` also hold while they create or kill sessions
-(``launch.commandserver.tmux_events``; two teams may share a tmux server).
+(:func:`tmux_events`; two teams may share a tmux server).
 
 The client attaches to a session of its own (:data:`CONTROL_SESSION`, running
 ``sleep``; a seat's session name starts with a letter or a digit), never to a
@@ -56,7 +56,8 @@ import fcntl
 import os
 import select
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 
 from fabrikito.base import spawn
 from fabrikito.base.errors import TmuxError
@@ -68,26 +69,8 @@ READ_ONLY = frozenset({"display-message", "list-panes", "capture-pane", "show-op
 WRITE_MAX = 4000  # one exchange is one write, within PIPE_BUF (4096): atomic
 LOCK_WAIT = 1.0
 ATTACH_WAIT = 3.0
+CONNECT_WAIT = 3.0
 _SAFE = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.,:/@=+")
-
-_SHARED: list[Control] = []  # the one this process offers (the server's, inherited by its children)
-
-
-def share(control: Control | None) -> None:
-    """Offer ``control`` to every command this process (and the children it forks) runs (``None``: none)."""
-    _SHARED[:] = [] if control is None else [control]
-
-
-def shared() -> Control | None:
-    return _SHARED[0] if _SHARED else None
-
-
-def controlled(server: Server) -> Server:
-    """``server``, its commands sent through the shared client when this process has one on that server."""
-    control = shared()
-    if control is None or control.broken is not None or control.flags != server.server_flags:
-        return server
-    return Controlled.over(server, control)
 
 
 class NotSent(TmuxError):
@@ -306,6 +289,10 @@ class Controlled(Server):
         return made
 
     def start(self, *args: str, input: bytes | None = None, env: Mapping[str, str] | None = None) -> Pending:
+        if input is None and env is None and not _one_screen_last(args):
+            parts = _screen_parts(args)
+            if parts is not None:  # a read-only chain of several screens: one exchange each, in order
+                return self._each(list(args), parts)
         if input is not None or env is not None or not _one_screen_last(args):
             return super().start(*args, input=input, env=env)
         try:
@@ -316,6 +303,19 @@ class Controlled(Server):
             return super().start(*args) if args[0] in READ_ONLY else Done(list(args), exc)
         except TmuxError as exc:
             return Done(list(args), exc)
+
+    def _each(self, args: list[str], parts: list[list[str]]) -> Pending:
+        """The chain's answer from one exchange per part (each ends with its one screen), or, when one
+        cannot be sent or answered, from a tmux process running the whole chain (it only reads)."""
+        answers = []
+        for part in parts:
+            try:
+                answers.append(self.control.exchange(part))
+            except (NotSent, Unanswered):
+                return super().start(*args)
+            except TmuxError as exc:
+                return Done(args, exc)
+        return Done(args, "".join(answers))
 
     def paste(self, pane: str, text: str, *, bracketed: bool = True) -> None:
         name = buffer_name()
@@ -350,6 +350,35 @@ def connect(server: Server) -> Control | None:
     except BaseException:
         control.close()  # never left half connected (tmux 3.3a may then never exit)
         raise
+
+
+@contextmanager
+def tmux_events(server: Server) -> Iterator[None]:
+    """Hold this user's lock for ``server`` (a tmux server) while it connects a control-mode client, or
+    while it creates or kills sessions: tmux before 3.7 crashes when it tells a client still connecting
+    that a session came or went (see the module's docstring).  Two teams may share a tmux server,
+    so the lock is the tmux server's (``$XDG_STATE_HOME/fabrikito/tmux-connect/``), not the team's.  Waits
+    at most :data:`CONNECT_WAIT` seconds, then goes on without it (a connection stuck that long has failed)."""
+    import hashlib
+
+    from fabrikito.base import daemons, statedir, xdg
+    from fabrikito.base.errors import StateFileError
+
+    fd = -1
+    try:
+        folder = xdg.state_home() / "tmux-connect"
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        statedir.ensure_dir(folder)
+        key = hashlib.sha256(os.path.realpath(server.resolved_socket_path()).encode()).hexdigest()[:24]
+        fd = statedir.open_plain(folder / f"{key}.lock", os.O_RDWR | os.O_CREAT)
+        daemons.flock_within(fd, CONNECT_WAIT, step=0.005)  # not taken in time: goes on without it
+    except (OSError, StateFileError):
+        pass  # no lock to take: go on as tmux itself would
+    try:
+        yield
+    finally:
+        if fd >= 0:
+            os.close(fd)
 
 
 def remove_leftover(server: Server) -> list[str]:
@@ -419,6 +448,28 @@ def _parse_answer(window: list[bytes], count: int, argv: list[str]) -> str | Tmu
         out += window[begin + 1 : end]
         at = end + 1
     return "".join(line.decode("utf-8", "replace") + "\n" for line in out)
+
+
+def _screen_parts(args: Sequence[str]) -> list[list[str]] | None:
+    """A chain of commands that only read (``status``'s look at every seat: ``display-message`` and
+    ``capture-pane`` per pane) cut after each ``capture-pane``, so each part shows one screen, last;
+    ``None`` when it writes anything."""
+    commands: list[list[str]] = [[]]
+    for arg in args:
+        if arg == ";":
+            commands.append([])
+        else:
+            commands[-1].append(arg)
+    if any(not command or command[0] not in READ_ONLY for command in commands):
+        return None
+    parts: list[list[str]] = [[]]
+    for command in commands:
+        if parts[-1]:
+            parts[-1].append(";")
+        parts[-1] += command
+        if command[0] == "capture-pane":
+            parts.append([])
+    return [part for part in parts if part]
 
 
 def _one_screen_last(args: Sequence[str]) -> bool:

@@ -151,18 +151,21 @@ def run_flush(
     role: str,
     *,
     env_role: str | None,
+    caller_pid: int,
     out: Callable[[str], None],
     err: Callable[[str], None],
 ) -> int:
-    """The command ``flush``: returns its exit status, and writes exactly one log line (see ``say``)."""
+    """The command ``flush``: returns its exit status, and writes exactly one log line (see ``say``);
+    ``caller_pid`` is the process that speaks."""
     line = OneLine(team.log_path, role, FLUSH_MESSAGE, msglog.Outcome.NOT_FLUSHED, sender=env_role or UNKNOWN_SENDER)
 
     def stopped(name: str) -> int:
         return _report(line, FlushResult(msglog.Outcome.NOT_FLUSHED, f"flush was stopped by {name}"), out, err)
 
-    return guarded(
-        line, lambda: _run_flush(team, server, role, line, env_role=env_role, out=out, err=err), stopped=stopped
-    )
+    def run() -> int:
+        return _run_flush(team, server, role, line, env_role=env_role, caller_pid=caller_pid, out=out, err=err)
+
+    return guarded(line, run, stopped=stopped)
 
 
 def _run_flush(
@@ -172,6 +175,7 @@ def _run_flush(
     line: OneLine,
     *,
     env_role: str | None,
+    caller_pid: int,
     out: Callable[[str], None],
     err: Callable[[str], None],
 ) -> int:
@@ -183,7 +187,7 @@ def _run_flush(
     server_up = os.path.exists(server.resolved_socket_path())
     panes = say._list_panes(server) if server_up else []
     try:
-        line.sender = say.who_speaks(team, server, env_role, panes)
+        line.sender = say.who_speaks(team, server, env_role, panes, caller_pid)
     except IdentityRefused as exc:
         line.sender = exc.log_sender
         return _report(line, FlushResult(msglog.Outcome.NOT_FLUSHED, exc.message), out, err)

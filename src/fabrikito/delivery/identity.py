@@ -39,10 +39,6 @@ if TYPE_CHECKING:
 # The pane list, the screen and the team file's module are imported only on the way that needs them:
 # ``send`` outside a team, with or without TEAM_ROLE, needs none of them (docs/benchmarks.md).
 
-# The process a command speaks for: this one, or, in a command the team's command server runs
-# (launch/commandserver.py), the process that asked the server for it.
-caller_pid: int | None = None
-
 OWNER = "owner"
 LAUNCHER = "launcher"
 LIVE_TEST = "live-test"
@@ -132,10 +128,11 @@ def sender_from_ancestry(
     start_pid: int | None = None,
     max_walk: int = MAX_WALK,
 ) -> str:
-    """The role of the seat this process runs inside, ``owner`` outside any pane.
+    """The role of the seat process ``start_pid`` (default: this one) runs inside, ``owner`` outside any pane.
 
     ``panes`` is the team server's pane list (``None`` when tmux could not list
-    it).  Raises :class:`IdentityRefused` when it cannot tell.
+    it).  Raises :class:`IdentityRefused` when it cannot tell.  A command run by
+    the team's command server passes the process that asked for it.
     """
     if panes is None:
         raise IdentityRefused(
@@ -145,7 +142,7 @@ def sender_from_ancestry(
         )
     by_pid: Mapping[int, PaneRow] = {p.pane_pid: p for p in panes}
     server_pids = {p.server_pid for p in panes}
-    pid = start_pid if start_pid is not None else caller_pid or os.getpid()
+    pid = start_pid if start_pid is not None else os.getpid()
     for _ in range(max_walk):
         if pid <= 1:
             return OWNER

@@ -13,7 +13,11 @@ runs inside :func:`guarded` with a :class:`OneLine`:
 - SIGTERM, SIGHUP and SIGINT raise :class:`Interrupted` so cleanup runs, except
   while the line is being written and after it was written: then the signal is
   only noted, so it can neither tear the record nor lose the report that
-  follows it.
+  follows it;
+- one that came before and was held (blocked) until then, as the team's command
+  server holds those it is passed until the command's guard is up
+  (:mod:`fabrikito.cli.served`), is let through once :func:`guarded` is in
+  place: it stops the command as if it had come just then.
 
 The sender starts as ``?`` and is set as soon as it is known.
 """
@@ -126,6 +130,7 @@ def guarded(line: OneLine, run: Callable[[], int], *, stopped: Callable[[str], i
     _SIGNALS.noted = None
     with signals_raise():
         try:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, SIGNALS)  # one held until the guard was up arrives now
             return run()
         except Interrupted as exc:
             line.write(line.failed)

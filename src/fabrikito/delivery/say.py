@@ -32,7 +32,6 @@ window to 220x50 once, checks again there, and the window's size and its
 from __future__ import annotations
 
 import os
-import sys
 import time
 from collections.abc import Callable
 from enum import StrEnum
@@ -434,9 +433,11 @@ def unsafe_characters(text: str) -> str | None:
     return refusal_for(text)
 
 
-def who_speaks(team: Team, server: Server, env_role: str | None, panes: list[seatpane.PaneRow] | None) -> str:
-    """The sender's label: a checked ``TEAM_ROLE``, or the seat this runs inside, or ``owner``; for a team on
-    several machines, one that speaks from this one (``identity.check_machine``).
+def who_speaks(
+    team: Team, server: Server, env_role: str | None, panes: list[seatpane.PaneRow] | None, caller_pid: int
+) -> str:
+    """The sender's label: a checked ``TEAM_ROLE``, or the seat process ``caller_pid`` runs inside, or ``owner``;
+    for a team on several machines, one that speaks from this one (``identity.check_machine``).
 
     ``panes`` is ``None`` when tmux could not list them; when the team's server
     is not running there are none, and the walk up the process tree still
@@ -447,7 +448,7 @@ def who_speaks(team: Team, server: Server, env_role: str | None, panes: list[sea
     if env_role:
         sender = check_team_role(team, env_role, default_server=server.is_default)
     else:
-        sender = sender_from_ancestry(team, panes)
+        sender = sender_from_ancestry(team, panes, start_pid=caller_pid)
     if team.origin is None and all(s.host is None for s in team.seats):
         return sender  # all on one machine
     return check_machine(team, sender, here_of(team))
@@ -460,6 +461,7 @@ def run_say(
     text: str | Callable[[], str],
     *,
     env_role: str | None,
+    caller_pid: int,
     out: Callable[[str], None],
     err: Callable[[str], None],
     trace: Callable[[str], None] = no_trace,
@@ -470,7 +472,8 @@ def run_say(
 
     ``text`` is the message, or a function that reads it (stdin), called once
     the log line is owed.  ``env_role`` is ``TEAM_ROLE`` (``None`` or empty when
-    unset).  Every way out, a refusal, an error or a signal, goes through
+    unset); ``caller_pid`` the process that speaks (the one that ran the command,
+    whichever process runs it).  Every way out, a refusal, an error or a signal, goes through
     :func:`~fabrikito.delivery.oneline.guarded`, which writes the line if the
     command has not.
 
@@ -487,7 +490,17 @@ def run_say(
     def run() -> int:
         line.message = text if isinstance(text, str) else text()
         return _run_say(
-            team, server, target, line, env_role=env_role, out=out, err=err, trace=trace, expire=expire, listing=listing
+            team,
+            server,
+            target,
+            line,
+            env_role=env_role,
+            caller_pid=caller_pid,
+            out=out,
+            err=err,
+            trace=trace,
+            expire=expire,
+            listing=listing,
         )
 
     return guarded(line, run, stopped=stopped)
@@ -500,6 +513,7 @@ def _run_say(
     line: OneLine,
     *,
     env_role: str | None,
+    caller_pid: int,
     out: Callable[[str], None],
     err: Callable[[str], None],
     trace: Callable[[str], None],
@@ -519,7 +533,7 @@ def _run_say(
     panes = _list_panes(server, listing) if server_up else []
     here = here_of(team)
     try:
-        line.sender = who_speaks(team, server, env_role, panes)
+        line.sender = who_speaks(team, server, env_role, panes, caller_pid)
     except IdentityRefused as exc:
         line.sender = exc.log_sender
         return _refused(line, exc.message, err)
@@ -617,17 +631,3 @@ def _report(r: Delivery, out: Callable[[str], None], err: Callable[[str], None])
             f"with the next Enter: run ./fabrikito flush {r.role} to submit it (and then resend), or attach and "
             "clear it."
         )
-
-
-def safe_print(stream: object) -> Callable[[str], None]:
-    def write(line: str) -> None:
-        try:
-            print(line, file=stream)  # type: ignore[call-overload]
-        except OSError:
-            pass
-
-    return write
-
-
-STDOUT = safe_print(sys.stdout)
-STDERR = safe_print(sys.stderr)

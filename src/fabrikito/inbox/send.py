@@ -108,7 +108,7 @@ RECEIVER_LINE_LIMIT = 15.0
 
 def post_timeout(value: str) -> float:
     """``--timeout``: a number of seconds, more than 0 and at most :data:`RECEIVER_LINE_LIMIT`."""
-    import argparse  # only argparse reads --timeout (fabrikito.fastargs leaves a typed option to it)
+    import argparse  # only argparse reads --timeout (fabrikito.cli.fastargs leaves a typed option to it)
     import math
 
     try:

@@ -20,10 +20,10 @@ from typing import TYPE_CHECKING
 from fabrikito.base import procs, statedir
 from fabrikito.base.errors import FabrikitoError, TmuxError, UsageError
 from fabrikito.base.tmux import Server
+from fabrikito.base.tmuxcontrol import tmux_events
 from fabrikito.base.values import frozen
 from fabrikito.delivery import seatpane
 from fabrikito.launch import seatinboxes
-from fabrikito.launch.commandserver import tmux_events
 from fabrikito.launch.otherseat import UsersOwnFile
 from fabrikito.launch.seatfiles import (
     LAUNCHER,
@@ -57,6 +57,10 @@ STARTUP_HINTS = ("Bypass Permissions mode", "trust this folder", "custom API key
 BOX_TEXT_REFUSAL = "already holds text"
 POLL = 0.2
 STOP_GRACE = 5.0
+
+#: A helper process ``up`` starts for the team once the seats have their kickoffs: its name, its start
+#: (``True``: started, ``False``: already running, ``None``: none for this team) and what goes on without it.
+Helper = tuple[str, Callable[[Team], bool | None], str]
 
 
 class Step(StrEnum):
@@ -169,8 +173,10 @@ def up(
     out: Callable[[str], None],
     server: Server | None = None,
     timeout: float = READY_TIMEOUT,
+    helpers: Sequence[Helper] = (),
 ) -> UpResult:
-    """Start the seats of ``team`` (or only ``roles``) that are not running; see the module docstring."""
+    """Start the seats of ``team`` (or only ``roles``) that are not running; see the module docstring.
+    ``helpers`` are started after the delivery worker (the command line's: its command server)."""
     seats = select_seats(team, roles)
     require_agent(team, seats)
     srv = team.server() if server is None else server
@@ -208,7 +214,7 @@ def up(
     failed_roles = {role for role, r in run.results.items() if r.step is Step.FAILED}
     seatinboxes.start(team, [s for s in seats if s.role in run.results and s.role not in failed_roles], out)
     if server is None or server == team.server():
-        _start_helpers(team, out)
+        _start_helpers(team, out, helpers)
     ordered = tuple(run.results[s.role] for s in seats if s.role in run.results)
     return UpResult(seats=ordered)
 
@@ -488,21 +494,19 @@ def _log(team: Team, sender: str, role: str, outcome: msglog.Outcome, text: str)
     return ""
 
 
-def _start_helpers(team: Team, out: Callable[[str], None]) -> None:
-    """The team's delivery worker (``say --queue``) and command server, after the kickoffs so they go first."""
+def _start_helpers(team: Team, out: Callable[[str], None], more: Sequence[Helper]) -> None:
+    """The team's delivery worker (``say --queue``) and ``more``, after the kickoffs so they go first."""
     from fabrikito.delivery import worker
-    from fabrikito.launch import commandserver
 
-    helpers = [("delivery worker", worker.ensure_running, "queued messages wait until it runs")]
-    if commandserver.served(team):
-        helpers.append(("command server", commandserver.ensure_running, "commands run without it, only slower"))
-    for name, start, meanwhile in helpers:
+    helpers: list[Helper] = [("delivery worker", worker.ensure_running, "queued messages wait until it runs")]
+    for name, start, meanwhile in [*helpers, *more]:
         try:
             started = start(team)
         except (OSError, FabrikitoError) as exc:
             out(f"the {name} could not be started ({exc}): {meanwhile}")
             continue
-        out(f"{name}: started" if started else f"{name}: already running")
+        if started is not None:
+            out(f"{name}: started" if started else f"{name}: already running")
 
 
 # -- down -------------------------------------------------------------------------------
@@ -542,8 +546,10 @@ def down(
     out: Callable[[str], None],
     server: Server | None = None,
     grace: float = STOP_GRACE,
+    stop_helpers: Sequence[Callable[[Team], str | None]] = (),
 ) -> int:
-    """Kill the seats' panes; leave the state directory and the log.  Returns the exit status."""
+    """Kill the seats' panes; leave the state directory and the log.  Returns the exit status.
+    With no ``roles``, the delivery worker and ``stop_helpers`` (each says what it did, or ``None``) first."""
     from fabrikito.launch.status import list_panes
 
     seats = select_seats(team, roles)
@@ -553,11 +559,10 @@ def down(
 
         if workerstate.read_info(team).running:
             out(worker.stop(team))
-        from fabrikito.launch import commandserver
-
-        stopped_server = commandserver.stop(team)
-        if stopped_server is not None:
-            out(stopped_server)
+        for stop in stop_helpers:
+            said = stop(team)
+            if said is not None:
+                out(said)
         if srv.listening():
             from fabrikito.base import tmuxcontrol
 

@@ -351,27 +351,10 @@ def release_cell(release: str | None, qualified: bool | None) -> str:
     return (release or "?") + ("" if qualified else " (not qualified: run fabrikito qualify)")
 
 
-# Screens recognised already, with what was made of them.  A recogniser is a function of the
-# snapshot alone, so a screen seen again by the same recogniser (an idle seat's, when the team's
-# command server answers status again and again: forkserver.answer_status) is not read again; a
-# release qualified in the meantime gets another recogniser, so another key.  A command that runs
-# once gains nothing.
-_READ: dict[tuple[object, ...], BoxReading] = {}
-_READ_KEPT = 64
-
-
 def _reading(agent: seatpane.Agent, look: seatpane.Look | None) -> BoxReading | None:
     if look is None:
         return None
-    recogniser = recogniser_for(agent.name or CLAUDE, agent.version, exe=agent.exe)
-    key = (type(recogniser), agent.name, agent.version, getattr(recogniser, "reason", None), look.snapshot)
-    reading = _READ.get(key)
-    if reading is None:
-        reading = recogniser.recognise(look.snapshot)
-        if len(_READ) >= _READ_KEPT:
-            _READ.clear()
-        _READ[key] = reading
-    return reading
+    return recogniser_for(agent.name or CLAUDE, agent.version, exe=agent.exe).recognise(look.snapshot)
 
 
 # -- output -------------------------------------------------------------------------
@@ -398,15 +381,18 @@ def attach_command(team: Team, seat: Seat) -> str:
     return " ".join(["tmux", *team.server().server_flags, "attach", "-t", seat.session])
 
 
-def report(team: Team, *, as_json: bool, screens: bool, listing: Pending | None = None) -> str:
+def report(
+    team: Team, *, as_json: bool, screens: bool, listing: Pending | None = None, server: Server | None = None
+) -> str:
     """What ``status`` prints: the table, or its JSON.  ``listing``: the pane list's tmux call,
-    begun by the caller (a team with seats on other hosts reads every host instead)."""
+    begun by the caller on ``server`` (default: the team's; a team with seats on other hosts reads
+    every host instead)."""
     if any(seat.host is not None for seat in team.seats):
         from fabrikito.launch import multihost
 
         found = multihost.collect(team, screens=screens)
     else:
-        found = collect(team, screens=screens, listing=listing)
+        found = collect(team, server=server, screens=screens, listing=listing)
     if as_json:
         from fabrikito.log.logview import json_text
 

@@ -119,18 +119,20 @@ def ensure_claude(
     timeout: float = 600.0,
     tools_dir: Path | None = None,
     progress: Callable[[str], None] | None = None,
+    env: Mapping[str, str] | None = None,
 ) -> Path:
     """The path of ``claude.exe`` ``version``, installed with npm if needed.
 
     Into ``tools_dir`` when given, else :func:`tools_dir_for` in the repository
     (``.tools/claude-code`` for the pinned release).  ``progress`` is told what
     is installed where, then every few seconds how far npm has got, then that
-    it is done.
+    it is done.  ``env``: npm's environment (default: this process's).
     """
     if tools_dir is None:
         tools_dir = tools_dir_for(version, repo)
+    binary = claude_binary(tools_dir)
     return npm_install(
-        PACKAGE, version, tools_dir, claude_binary(tools_dir), name="Claude Code", timeout=timeout, progress=progress
+        PACKAGE, version, tools_dir, binary, name="Claude Code", timeout=timeout, progress=progress, env=env
     )
 
 
@@ -143,12 +145,14 @@ def npm_install(
     name: str,
     timeout: float = 600.0,
     progress: Callable[[str], None] | None = None,
+    env: Mapping[str, str] | None = None,
 ) -> Path:
     """``binary``, after ``npm install package@version`` in ``tools_dir`` if it is not there yet.
 
     Never global: npm installs into ``tools_dir/node_modules``.  ``progress``
     is told what is installed where, then every few seconds how far npm has
-    got, then that it is done.
+    got, then that it is done.  ``env``: npm's environment (default: this
+    process's; the tests hand it the machine's certificates and proxies).
     """
     if installed_version(tools_dir, package) == version and os.access(binary, os.X_OK):
         return binary
@@ -165,7 +169,7 @@ def npm_install(
     argv = [npm, "install", "--no-audit", "--no-fund", f"{package}@{version}"]
     say = progress or (lambda _line: None)
     say(f"installing {name} {version} with npm into {tools_dir} (once; a few hundred MB) ...")
-    done = _run_with_progress(argv, tools_dir, timeout=timeout, progress=progress)
+    done = _run_with_progress(argv, tools_dir, timeout=timeout, progress=progress, env=env)
     if done is None:
         raise BenchError(f"npm install of {package}@{version} in {tools_dir} timed out after {timeout:g}s")
     status, err = done
@@ -178,7 +182,12 @@ def npm_install(
 
 
 def _run_with_progress(
-    argv: Sequence[str], cwd: Path, *, timeout: float, progress: Callable[[str], None] | None
+    argv: Sequence[str],
+    cwd: Path,
+    *,
+    timeout: float,
+    progress: Callable[[str], None] | None,
+    env: Mapping[str, str] | None = None,
 ) -> tuple[int, str] | None:
     """Run npm; every :data:`PROGRESS_EVERY` seconds tell ``progress`` the time and size so far.
 
@@ -189,7 +198,14 @@ def _run_with_progress(
     import time
 
     with tempfile.TemporaryFile() as err:
-        proc = subprocess.Popen(argv, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err)
+        proc = subprocess.Popen(
+            argv,
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+            env=None if env is None else dict(env),
+        )
         start = time.monotonic()
         while True:
             try:

@@ -39,7 +39,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -48,6 +48,7 @@ from fabrikito.base.errors import FabrikitoError
 
 if TYPE_CHECKING:
     from fabrikito.base.tmux import Server
+    from fabrikito.launch.lifecycle import Helper
     from fabrikito.team.teamfile import Team
 
 SOCKET = "fabrikito-demo"
@@ -208,7 +209,7 @@ def _clean_environment() -> None:
         os.environ.pop(name, None)
 
 
-def run(directory: Path, *, out: Callable[[str], None], socket: str = SOCKET) -> int:
+def run(directory: Path, *, out: Callable[[str], None], socket: str = SOCKET, helpers: Sequence[Helper] = ()) -> int:
     from fabrikito.base.tmux import Server
     from fabrikito.launch import lifecycle, seatfiles
     from fabrikito.offline import claude_setup
@@ -255,7 +256,7 @@ def run(directory: Path, *, out: Callable[[str], None], socket: str = SOCKET) ->
     out("")
     out("== up: starting the example team ==")
     try:
-        result = lifecycle.up(team, out=out)
+        result = lifecycle.up(team, out=out, helpers=helpers)
     except BaseException:
         out("up failed: stopping the stand-in")
         _stop_pid(pid)
@@ -365,7 +366,9 @@ def _print_status_and_log(team: Team, out: Callable[[str], None]) -> None:
         out(line)
 
 
-def stop(directory: Path, *, out: Callable[[str], None]) -> int:
+def stop(
+    directory: Path, *, out: Callable[[str], None], stop_helpers: Sequence[Callable[[Team], str | None]] = ()
+) -> int:
     """Stop the demo's seats and its stand-in; leave its directory (team file, state, log)."""
     from fabrikito.launch import lifecycle
     from fabrikito.team import teamfile
@@ -374,7 +377,7 @@ def stop(directory: Path, *, out: Callable[[str], None]) -> int:
     team_path = directory / "team.toml"
     if team_path.exists():
         team = teamfile.load(team_path)
-        code = lifecycle.down(team, out=out)
+        code = lifecycle.down(team, out=out, stop_helpers=stop_helpers)
     else:
         out(f"no demo team file in {directory}")
     pid = running_standin(directory)

@@ -32,13 +32,14 @@ import os
 import shlex
 import shutil
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fabrikito.offline.demo import DemoError, _toml
 
 if TYPE_CHECKING:
+    from fabrikito.launch.lifecycle import Helper
     from fabrikito.team.teamfile import Team
 
 SOCKET = "fabrikito-demo-mixed"
@@ -172,7 +173,7 @@ def _clean_environment() -> None:
         os.environ.pop(name, None)
 
 
-def run(directory: Path, *, out: Callable[[str], None], socket: str = SOCKET) -> int:
+def run(directory: Path, *, out: Callable[[str], None], socket: str = SOCKET, helpers: Sequence[Helper] = ()) -> int:
     from fabrikito.base.tmux import Server
     from fabrikito.launch import lifecycle, seatfiles
     from fabrikito.offline import claude_setup, demo
@@ -204,7 +205,7 @@ def run(directory: Path, *, out: Callable[[str], None], socket: str = SOCKET) ->
         out(f"team file: {team_path}")
         out("")
         out("== up: em (Claude Code), cx (Codex CLI), gm (Gemini CLI) ==")
-        result = lifecycle.up(team, out=out)
+        result = lifecycle.up(team, out=out, helpers=helpers)
     except BaseException:
         out("the demo could not start its team: stopping the stand-in")
         demo._stop_pid(pid)

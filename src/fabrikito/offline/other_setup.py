@@ -111,15 +111,16 @@ def ensure_agent(
     timeout: float = 600.0,
     tools_dir: Path | None = None,
     progress: Callable[[str], None] | None = None,
+    env: Mapping[str, str] | None = None,
 ) -> Path:
     """The program of ``agent`` (``codex``/``gemini``) at ``version`` (default: the pinned one), installed
-    with npm into ``tools_dir`` (default ``<repo>/.tools/<agent>-<version>``) if needed."""
+    with npm into ``tools_dir`` (default ``<repo>/.tools/<agent>-<version>``) if needed; ``env``: npm's."""
     version = version or PINNED.get(agent, "")
     if tools_dir is None:
         tools_dir = tools_dir_for(agent, version, repo)
     binary = binary_in(agent, tools_dir)
     return npm_install(
-        PACKAGES[agent], version, tools_dir, binary, name=NAMES[agent], timeout=timeout, progress=progress
+        PACKAGES[agent], version, tools_dir, binary, name=NAMES[agent], timeout=timeout, progress=progress, env=env
     )
 
 

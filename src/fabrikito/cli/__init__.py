@@ -10,9 +10,9 @@ exit code; a traceback is shown only with ``FABRIKITO_DEBUG=1``.
 
 Start-up is kept small on purpose (docs/benchmarks.md): no dataclasses here
 (they import ``inspect``), and argparse only when it is needed: a plain command
-line of a command is read by :mod:`fabrikito.fastargs` from the command's own
+line of a command is read by :mod:`fabrikito.cli.fastargs` from the command's own
 builder, and everything else (``--help``, an error, an unusual option) by
-argparse, laid out by :mod:`fabrikito.cliparse`.
+argparse, laid out by :mod:`fabrikito.cli.argparsing`.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import os
 import sys
 
 from fabrikito.base.errors import FabrikitoError, print_error
+from fabrikito.cli.invocation import Invocation
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy knows the name)
 if TYPE_CHECKING:
@@ -29,12 +30,6 @@ if TYPE_CHECKING:
     from typing import Any
 
     Builder = Callable[[argparse.ArgumentParser], None]
-
-
-# The commands run on every message, which the team's command server runs when it can
-# (forkserver.py); ``served`` is true in a command it runs, which asks no server.
-SERVED = ("say", "flush", "status")
-served = False
 
 
 class Command:
@@ -176,19 +171,19 @@ COMMANDS: tuple[Command, ...] = (
     Command(
         "check",
         "validate the team file and show each seat's permission class, hooks and kickoff",
-        "fabrikito.commands:cmd_check",
+        "fabrikito.cli.commands:cmd_check",
         _build_check,
     ),
     Command(
         "say",
         "type a labelled message into a seat's Claude Code box, or refuse with the reason",
-        "fabrikito.commands:cmd_say",
+        "fabrikito.cli.commands:cmd_say",
         _build_say,
     ),
     Command(
         "flush",
         "submit text that an interrupted say left in a seat's box (never a person's draft)",
-        "fabrikito.commands:cmd_flush",
+        "fabrikito.cli.commands:cmd_flush",
         _build_flush,
     ),
     Command(
@@ -215,17 +210,19 @@ COMMANDS: tuple[Command, ...] = (
         "fabrikito.inbox.send:cmd_wait_idle",
         "fabrikito.inbox.send:build_wait_idle",
     ),
-    Command("up", "start the team's seats and give each its kickoff", "fabrikito.commands:cmd_up", _build_up),
+    Command("up", "start the team's seats and give each its kickoff", "fabrikito.cli.commands:cmd_up", _build_up),
     Command(
-        "down", "stop the team's seats (the state and the log are kept)", "fabrikito.commands:cmd_down", _build_down
+        "down", "stop the team's seats (the state and the log are kept)", "fabrikito.cli.commands:cmd_down", _build_down
     ),
     Command(
         "queue",
         "list the messages waiting for a seat (say --queue, an inbox), drop one, or release a held one",
-        "fabrikito.commands:cmd_queue",
+        "fabrikito.cli.commands:cmd_queue",
         _build_queue,
     ),
-    Command("status", "show every seat's state and its last messages", "fabrikito.commands:cmd_status", _build_status),
+    Command(
+        "status", "show every seat's state and its last messages", "fabrikito.cli.commands:cmd_status", _build_status
+    ),
     Command(
         "authorize-host",
         "print (or --install) the authorized_keys line that lets a host's key run only fabrikito's routed say here",
@@ -241,13 +238,13 @@ COMMANDS: tuple[Command, ...] = (
     Command(
         "init",
         "write a starting team: a commented team.toml and the shared prompt (never overwrites)",
-        "fabrikito.commands:cmd_init",
+        "fabrikito.cli.commands:cmd_init",
         _build_init,
     ),
     Command(
         "demo",
         "run the example team offline: real Claude Code seats, a stand-in model",
-        "fabrikito.commands:cmd_demo",
+        "fabrikito.cli.commands:cmd_demo",
         _build_demo,
     ),
 )
@@ -256,7 +253,7 @@ COMMANDS: tuple[Command, ...] = (
 def build_parser(argv: Sequence[str] = (), commands: Sequence[Command] = COMMANDS) -> argparse.ArgumentParser:
     """The parser for ``argv``: only the command ``argv`` names, with its arguments;
     every command, none built, when it names none or one that does not exist."""
-    from fabrikito.cliparse import HelpFormatter, Parser, untranslated
+    from fabrikito.cli.argparsing import HelpFormatter, Parser, untranslated
 
     untranslated()
     parser = Parser(
@@ -299,13 +296,13 @@ def parse(argv: Sequence[str], commands: Sequence[Command] = COMMANDS) -> tuple[
     """The arguments of ``argv``, and the parser when argparse read them.
 
     A plain command line (the command first, its options, then its
-    positionals) is read by :mod:`fabrikito.fastargs` into the same values
+    positionals) is read by :mod:`fabrikito.cli.fastargs` into the same values
     argparse gives (tests/unit/test_fastargs.py compares them); anything else,
     including ``--help`` and every error, goes to argparse.
     """
     known = [command for command in commands if argv and command.name == argv[0]]
     if known:
-        from fabrikito import fastargs
+        from fabrikito.cli import fastargs
 
         args = fastargs.parse(argv, _builder(known[0]), handler=known[0].handler)
         if args is not None:
@@ -314,32 +311,68 @@ def parse(argv: Sequence[str], commands: Sequence[Command] = COMMANDS) -> tuple[
     return parser.parse_args(argv), parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, invocation: Invocation | None = None) -> int:
+    """Run the command ``argv`` (default: this process's); ``invocation`` says for whom and where it prints
+    (default: this process, :meth:`Invocation.here`; the command server hands its child the asker's)."""
     if argv is None:
         argv = sys.argv[1:]
+    inv = Invocation.here() if invocation is None else invocation
     if argv[:1] == ["_host"]:  # a host's side of a team across hosts, run over ssh (launch/hostside.py); unlisted
         try:
             return int(_resolve("fabrikito.launch.hostside:main")(argv[1:]))
         except FabrikitoError as exc:
             print_error(f"fabrikito _host: {exc.message}")
             return exc.exit_code
-    if argv[:1] and argv[0] in SERVED and not served and os.environ.get("FABRIKITO_SERVER") != "0":
-        from fabrikito.base import commandwire  # the team's command server runs it, when there is one
+    served = argv[:1] and argv[0] in ("say", "flush", "status")  # the server's commands (cli/wire.py: SERVED)
+    if served and not inv.served and os.environ.get("FABRIKITO_SERVER") != "0":
+        from fabrikito.cli import wire  # the team's command server runs it, when there is one
 
-        code = commandwire.run(list(argv))
+        code = wire.ask(list(argv))
         if code is not None:
             return code
+        inv.held = wire.holding()  # a stop signal came first: it stops the command here, once it can
+    command = argv[0] if argv else ""
+    try:
+        code = _run(argv, inv)
+    except BaseException:
+        _release(inv, command)
+        raise
+    interrupted = _release(inv, command)
+    return code if interrupted is None else interrupted
+
+
+def _release(inv: Invocation, command: str) -> int | None:
+    """Let through a stop signal held that no guard took: it ends the command now, as it would have
+    (Ctrl-C: ``interrupted``, 130; ``None``: none came)."""
+    if inv.held:
+        from fabrikito.cli import wire
+
+        inv.held = False
+        try:
+            wire.release()
+        except KeyboardInterrupt:
+            print_error(f"fabrikito {command}: interrupted")
+            return 130
+    return None
+
+
+def _run(argv: Sequence[str], inv: Invocation) -> int:
+    if inv.held and argv[:1] not in (["say"], ["flush"]):  # no guard to wait for (cli/wire.py: GUARDED)
+        interrupted = _release(inv, argv[0])
+        if interrupted is not None:
+            return interrupted
     args, parser = parse(argv)
     if args.version:
         from fabrikito import __version__
 
-        print(f"fabrikito {__version__}")
+        inv.out(f"fabrikito {__version__}")
         return 0
     handler_path = getattr(args, "_handler", None)
     if handler_path is None:
         if parser is not None:
             parser.print_help(sys.stderr)
         return 2
+    args.invocation = inv
     try:
         code = _resolve(handler_path)(args)
         return int(code)

@@ -11,7 +11,9 @@ import os
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy knows the name)
 if TYPE_CHECKING:
     import argparse
+    from typing import TextIO
 
+    from fabrikito.cli.invocation import Invocation
     from fabrikito.team.teamfile import Team
 
 
@@ -80,45 +82,41 @@ def _releases(team: Team) -> tuple[dict[str, object], list[dict[str, object]]]:
     return agent, running
 
 
-def _message_reader(parts: list[str]) -> tuple[str, bool] | None:
+def _message_reader(parts: list[str], stdin: TextIO | None) -> tuple[str, bool] | None:
     """The message from the arguments (joined by spaces), or ``None`` when it is to be read
     from stdin (no arguments, or only ``-``)."""
-    import sys
-
     from fabrikito.base.errors import UsageError
 
     if parts and parts != ["-"]:
         return " ".join(parts), False
-    if sys.stdin is None or sys.stdin.isatty():
+    if stdin is None or stdin.isatty():
         raise UsageError("no message: give it as arguments, or pipe it on stdin")
     return None
 
 
-def _read_stdin() -> str:
+def _read_stdin(stdin: TextIO | None) -> str:
     """stdin as text; bytes that are not UTF-8 are kept (as surrogates) for ``say`` to refuse and log."""
-    import sys
-
-    return sys.stdin.buffer.read().decode("utf-8", "surrogateescape")
+    return "" if stdin is None else stdin.buffer.read().decode("utf-8", "surrogateescape")
 
 
 def cmd_say(args: argparse.Namespace) -> int:
-    from fabrikito.base.tmuxcontrol import controlled
     from fabrikito.team import teamfile
 
+    inv: Invocation = args.invocation
     team = teamfile.load(args.team)
     # Run by the team's command server, every tmux command goes through its control-mode client
     # (base.tmuxcontrol); else tmux lists the panes while the delivery engine is imported (say reads the list first).
-    server = controlled(team.server())
+    server = inv.tmux(team.server())
     listing = server.start_list_panes() if os.path.exists(server.resolved_socket_path()) else None
     from fabrikito.delivery import say
 
     expire = _expire(args)
 
     def text() -> str:  # read once the log line is owed, so a usage error is logged too
-        given = _message_reader(args.message)
+        given = _message_reader(args.message, inv.stdin)
         if given is not None:
             return say.prepare_text(given[0], from_stdin=False)
-        return say.prepare_text(_read_stdin(), from_stdin=True)
+        return say.prepare_text(_read_stdin(inv.stdin), from_stdin=True)
 
     return say.run_say(
         team,
@@ -126,9 +124,10 @@ def cmd_say(args: argparse.Namespace) -> int:
         args.role,
         text,
         env_role=os.environ.get("TEAM_ROLE") or None,
-        out=say.STDOUT,
-        err=say.STDERR,
-        trace=say.STDERR if args.verbose else say.no_trace,
+        caller_pid=inv.pid,
+        out=inv.out,
+        err=inv.err,
+        trace=inv.err if args.verbose else say.no_trace,
         expire=expire,
         listing=listing,
     )
@@ -158,14 +157,19 @@ def cmd_queue(args: argparse.Namespace) -> int:
 
 
 def cmd_flush(args: argparse.Namespace) -> int:
-    from fabrikito.base.tmuxcontrol import controlled
-    from fabrikito.delivery import flush, say
+    from fabrikito.delivery import flush
     from fabrikito.team import teamfile
 
+    inv: Invocation = args.invocation
     team = teamfile.load(args.team)
-    server = controlled(team.server())  # as say's
     return flush.run_flush(
-        team, server, args.role, env_role=os.environ.get("TEAM_ROLE") or None, out=say.STDOUT, err=say.STDERR
+        team,
+        inv.tmux(team.server()),  # as say's
+        args.role,
+        env_role=os.environ.get("TEAM_ROLE") or None,
+        caller_pid=inv.pid,
+        out=inv.out,
+        err=inv.err,
     )
 
 
@@ -181,7 +185,9 @@ def cmd_up(args: argparse.Namespace) -> int:
         from fabrikito.launch import multihost
 
         return multihost.run_up(team, args.roles, out=_line, timeout=args.timeout)
-    result = lifecycle.up(team, args.roles, out=_line, timeout=args.timeout)
+    from fabrikito.cli import serverctl
+
+    result = lifecycle.up(team, args.roles, out=_line, timeout=args.timeout, helpers=[serverctl.UP_HELPER])
     _line("")
     _line(status.render(status.collect(team)))
     for failed in result.failed:
@@ -198,17 +204,21 @@ def cmd_down(args: argparse.Namespace) -> int:
         from fabrikito.launch import multihost
 
         return multihost.run_down(team, args.roles, out=_line)
-    return lifecycle.down(team, args.roles, out=_line)
+    from fabrikito.cli import serverctl
+
+    return lifecycle.down(team, args.roles, out=_line, stop_helpers=[serverctl.stop])
 
 
 def cmd_status(args: argparse.Namespace) -> int:
     from fabrikito.team import teamfile
 
+    inv: Invocation = args.invocation
     team = teamfile.load(args.team)
-    listing = None if _across_hosts(team) else team.server().start_list_panes()  # tmux answers meanwhile
+    server = inv.tmux(team.server())
+    listing = None if _across_hosts(team) else server.start_list_panes()  # tmux answers meanwhile
     from fabrikito.launch import status
 
-    _line(status.report(team, as_json=args.json, screens=not args.no_screens, listing=listing))
+    inv.out(status.report(team, as_json=args.json, screens=not args.no_screens, listing=listing, server=server))
     return 0
 
 
@@ -225,8 +235,10 @@ def cmd_init(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
+    from fabrikito.cli import serverctl
     from fabrikito.offline import demo
 
+    helpers, stops = [serverctl.UP_HELPER], [serverctl.stop]  # the demo's team, as up and down run it
     if args.mixed:
         from pathlib import Path
 
@@ -234,11 +246,11 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
         where = Path(args.dir).expanduser().absolute() if args.dir else demo_mixed.default_dir()
         if args.stop:
-            return demo.stop(where, out=_line)
-        return demo_mixed.run(where, out=_line, socket=args.tmux_socket or demo_mixed.SOCKET)
+            return demo.stop(where, out=_line, stop_helpers=stops)
+        return demo_mixed.run(where, out=_line, socket=args.tmux_socket or demo_mixed.SOCKET, helpers=helpers)
     if args.stop:
-        return demo.stop(demo.demo_dir(args.dir), out=_line)
-    return demo.run(demo.demo_dir(args.dir), out=_line, socket=args.tmux_socket or demo.SOCKET)
+        return demo.stop(demo.demo_dir(args.dir), out=_line, stop_helpers=stops)
+    return demo.run(demo.demo_dir(args.dir), out=_line, socket=args.tmux_socket or demo.SOCKET, helpers=helpers)
 
 
 def _across_hosts(team: Team) -> bool:

@@ -1,8 +1,7 @@
 """The team's command server, from outside: where it listens, whether it runs, starting and ending it.
 
-The server itself is :mod:`fabrikito.forkserver` (it runs ``fabrikito.cli``, so
-it sits above every concept folder): ``say``, ``flush`` and ``status`` hand
-themselves to it (:mod:`fabrikito.base.commandwire`), and for each it forks a
+The server itself is :mod:`fabrikito.cli.server`: ``say``, ``flush`` and ``status`` hand
+themselves to it (:mod:`fabrikito.cli.wire`), and for each it forks a
 child that runs the command as the asking process would have, with its
 descriptors, arguments, environment and folder (docs/decisions.md).  ``up``
 starts one for a team whose seats are all on this machine, ``down`` ends it.
@@ -14,26 +13,22 @@ its pid and start time once it listens) and listens on
 
 from __future__ import annotations
 
-import os
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
-from fabrikito.base import commandwire, daemons, procs, statedir
-from fabrikito.base.errors import FabrikitoError, StateFileError
+from fabrikito.base import daemons, procs, statedir
+from fabrikito.base.errors import FabrikitoError
+from fabrikito.cli import wire
 from fabrikito.team.teamfile import Team
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy knows the name)
 if TYPE_CHECKING:
-    from fabrikito.base.tmux import Server
     from fabrikito.base.tmuxcontrol import Control
 
-MODULE = "fabrikito.forkserver"
+MODULE = "fabrikito.cli.server"
 START_WAIT = 5.0
 STOP_WAIT = 5.0
 ERR_NAME = "command-server.err"
-CONNECT_WAIT = 3.0
 
 
 def lock_path(team_path: Path) -> Path:
@@ -41,7 +36,7 @@ def lock_path(team_path: Path) -> Path:
 
 
 def socket_path(team_path: Path) -> Path:
-    return team_path.parent / statedir.STATE_ROOT / commandwire.socket_name(str(team_path))
+    return team_path.parent / statedir.STATE_ROOT / wire.socket_name(str(team_path))
 
 
 def served(team: Team) -> bool:
@@ -81,6 +76,15 @@ def ensure_running(team: Team, *, env: dict[str, str] | None = None) -> bool:
     return True
 
 
+def start_for_up(team: Team) -> bool | None:
+    """``up``'s start of it (:data:`fabrikito.launch.lifecycle.Helper`): ``None`` for a team it does not serve."""
+    return ensure_running(team) if served(team) else None
+
+
+#: What ``up`` (and the demo) start after the seats' kickoffs; ``down`` ends it with :func:`stop`.
+UP_HELPER = ("command server", start_for_up, "commands run without it, only slower")
+
+
 def stop(team: Team) -> str | None:
     """End the team's command server; what happened, for people (``None``: none was running)."""
     pid = running_pid(team.path)
@@ -91,42 +95,14 @@ def stop(team: Team) -> str | None:
     return f"killed the command server (pid {pid}): it did not stop within {STOP_WAIT:g} s"
 
 
-@contextmanager
-def tmux_events(server: Server) -> Iterator[None]:
-    """Hold this user's lock for ``server`` (a tmux server) while it connects a control-mode client, or
-    while it creates or kills sessions: tmux before 3.7 crashes when it tells a client still connecting
-    that a session came or went (:mod:`fabrikito.base.tmuxcontrol`).  Two teams may share a tmux server,
-    so the lock is the tmux server's (``$XDG_STATE_HOME/fabrikito/tmux-connect/``), not the team's.  Waits
-    at most :data:`CONNECT_WAIT` seconds, then goes on without it (a connection stuck that long has failed)."""
-    import hashlib
-
-    from fabrikito.base import xdg
-
-    fd = -1
-    try:
-        folder = xdg.state_home() / "tmux-connect"
-        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-        statedir.ensure_dir(folder)
-        key = hashlib.sha256(os.path.realpath(server.resolved_socket_path()).encode()).hexdigest()[:24]
-        fd = statedir.open_plain(folder / f"{key}.lock", os.O_RDWR | os.O_CREAT)
-        daemons.flock_within(fd, CONNECT_WAIT, step=0.005)  # not taken in time: goes on without it
-    except (OSError, StateFileError):
-        pass  # no lock to take: go on as tmux itself would
-    try:
-        yield
-    finally:
-        if fd >= 0:
-            os.close(fd)
-
-
 def connect_control(team: Team) -> Control | None:
     """The team's tmux control-mode client for the server to share with the commands it runs
     (:mod:`fabrikito.base.tmuxcontrol`), or ``None``: the team's tmux server is not running, a client is
-    attached to it, or the client did not attach.  Connected under :func:`tmux_events`."""
+    attached to it, or the client did not attach.  Connected under :func:`~fabrikito.base.tmuxcontrol.tmux_events`."""
     from fabrikito.base import tmuxcontrol
 
     server = team.server()
     if not server.listening():
         return None
-    with tmux_events(server):
+    with tmuxcontrol.tmux_events(server):
         return tmuxcontrol.connect(server)

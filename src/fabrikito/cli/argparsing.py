@@ -1,7 +1,7 @@
 """argparse as fabrikito lays it out: help, usage errors and every unusual command line.
 
 :mod:`fabrikito.cli` builds its parser from these only when
-:mod:`fabrikito.fastargs` leaves a command line to argparse (``--help``, an
+:mod:`fabrikito.cli.fastargs` leaves a command line to argparse (``--help``, an
 error, an option it does not read itself), so the commands run on every
 message do not import argparse.  Start-up is kept small here too: help is laid
 out without ``shutil``, and argparse's gettext lookups are skipped when the
