@@ -8,7 +8,7 @@ The delivery worker (:mod:`fabrikito.delivery.worker`) types them, oldest
 first, through the same engine as ``say``.
 
 A message's file carries its state, and the state is what makes a crash safe
-(docs/decisions.md has the reasoning):
+(docs/decisions/0003-queued-delivery.md has the reasoning):
 
 ``pending``    waits; the worker may type it.
 ``typing``     written (and synced) right before the first paste; a worker that
