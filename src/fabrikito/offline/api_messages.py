@@ -22,8 +22,8 @@ from fabrikito.offline.replies import (
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy knows the name)
 if TYPE_CHECKING:
+    from fabrikito.offline.answers import Answers
     from fabrikito.offline.exchange import Exchange
-    from fabrikito.offline.standin import StandIn
 
 
 def serves(path: str) -> bool:
@@ -62,7 +62,7 @@ def answer(ex: Exchange, seat: str, path: str, body: Any, raw: bytes) -> None:
     ex.end_stream()
 
 
-def choose(standin: StandIn, seat: str, body: Any, streamed: bool) -> tuple[Reply, list[ToolResult], str]:
+def choose(standin: Answers, seat: str, body: Any, streamed: bool) -> tuple[Reply, list[ToolResult], str]:
     """Pick the reply for a messages request; return it, the tool results and the user text."""
     message = last_user_message(body)
     text = user_text(message)

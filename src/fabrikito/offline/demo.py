@@ -337,16 +337,16 @@ def _wait_log(path: Path, sender: str, recipient: str) -> str | None:
 
 def _owner_say(team: Team, role: str, text: str) -> str:
     """Deliver ``text`` as the owner, as ``say`` does, and log its line."""
-    from fabrikito.delivery import say, seatpane
+    from fabrikito.delivery import engine, seatpane
     from fabrikito.log import msglog
 
     seat = team.seat(role)
     if seat is None:
         return f"no seat {role} in the demo team"
     server = team.server()
-    ctx = say.Context(team=team, server=server, panes=seatpane.list_panes(server))
-    delivery = say.deliver(ctx, seat, "owner", text)
-    ok = delivery.result is say.Result.DELIVERED
+    ctx = engine.Context(team=team, server=server, panes=seatpane.list_panes(server))
+    delivery = engine.deliver(ctx, seat, "owner", text)
+    ok = delivery.result is engine.Result.DELIVERED
     outcome = msglog.Outcome.DELIVERED if ok else msglog.Outcome.NOT_DELIVERED
     msglog.append_checked(team.log_path, msglog.format_line(time.time(), "owner", role, outcome, text))
     return f"say {role} {text!r}: " + ("delivered" if ok else f"not delivered ({delivery.reason})")
