@@ -11,7 +11,7 @@ from fabrikito.offline.replies import (
     SUGGESTION_MARK,
     Reply,
     ToolResult,
-    _content_text,
+    content_text,
     last_user_message,
     message_json,
     raw_tool_results,
@@ -67,7 +67,7 @@ def choose(standin: Answers, seat: str, body: Any, streamed: bool) -> tuple[Repl
     message = last_user_message(body)
     text = user_text(message)
     calls = [
-        (str(b.get("tool_use_id", "")), _content_text(b.get("content", "")), bool(b.get("is_error", False)))
+        (str(b.get("tool_use_id", "")), content_text(b.get("content", "")), bool(b.get("is_error", False)))
         for b in raw_tool_results(message)
     ]
     fixed: Reply | None = None
