@@ -17,7 +17,7 @@ from tests.unit.replay import Pane, claude_process, delivering_pane, replay_serv
 
 from fabrikito.base import statedir
 from fabrikito.base.errors import FabrikitoError
-from fabrikito.delivery import flush, say, seatlock
+from fabrikito.delivery import engine, flush, say, seatlock
 from fabrikito.log import hook, msglog
 from fabrikito.team import teamfile
 
@@ -41,8 +41,8 @@ def claude_pid() -> Iterator[int]:
 
 @pytest.fixture(autouse=True)
 def _short_waits(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(say, "RENDER_TIMEOUT", 0.05)
-    monkeypatch.setattr(say, "ENTER_TIMEOUT", 0.05)
+    monkeypatch.setattr(engine, "RENDER_TIMEOUT", 0.05)
+    monkeypatch.setattr(engine, "ENTER_TIMEOUT", 0.05)
 
 
 def _pane(pid: int, interruption: tuple[int, signal.Signals] | None) -> Pane:

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from fabrikito.base import ssh
-from fabrikito.base.errors import HostError, TeamFileError
-from fabrikito.base.ssh import Problem
+from fabrikito.base.errors import TeamFileError
+from fabrikito.base.ssh import HostError, Problem
 from fabrikito.delivery import route, say
 from fabrikito.delivery.say import Result
 from fabrikito.launch import seatfiles, status

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from fabrikito.base import statedir
-from fabrikito.delivery import say, seatlock
+from fabrikito.delivery import engine, say, seatlock
 from fabrikito.team import teamfile
 
 
@@ -20,8 +20,8 @@ def test_crlf_becomes_lf_and_one_trailing_newline_from_stdin_is_dropped() -> Non
 
 
 def test_the_label_is_its_own_paste_with_a_space() -> None:
-    assert say.label_for("em") == "[from em] "
-    assert say.label_for("live-test") == "[from live-test] "
+    assert engine.label_for("em") == "[from em] "
+    assert engine.label_for("live-test") == "[from live-test] "
 
 
 def test_say_imports_no_heavy_modules() -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from tests.unit.replay import Pane, claude_process, delivering_pane, names, replay_server, screen, sent
 
-from fabrikito.delivery import flush, identity, say, seatlock
+from fabrikito.delivery import engine, flush, identity, say, seatlock
 from fabrikito.log import msglog
 from fabrikito.team import teamfile
 
@@ -28,8 +28,8 @@ def claude_pid() -> Iterator[int]:
 
 @pytest.fixture(autouse=True)
 def _short_waits(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(say, "RENDER_TIMEOUT", 0.2)
-    monkeypatch.setattr(say, "ENTER_TIMEOUT", 0.2)
+    monkeypatch.setattr(engine, "RENDER_TIMEOUT", 0.2)
+    monkeypatch.setattr(engine, "ENTER_TIMEOUT", 0.2)
 
 
 def team_at(tmp_path: Path) -> teamfile.Team:
@@ -176,7 +176,7 @@ def test_a_pane_without_an_agent_is_refused_and_its_started_look_is_still_read(t
 
 def test_a_paste_not_drawn_yet_is_read_again_after_a_pause_not_at_once(tmp_path: Path, claude_pid: int) -> None:
     """Each read is a tmux call on the CPUs the agent draws with: after a read that does not show the
-    paste yet, the next waits say.POLL (read at once, the screen has rarely changed)."""
+    paste yet, the next waits engine.POLL (read at once, the screen has rarely changed)."""
     drawn = {"[from em] ": screen(f"{FULL}-label-alone"), MESSAGE: screen(f"{FULL}-label-then-short")}
     reads: list[tuple[float, str]] = []  # (when, the paste it followed)
 
@@ -196,12 +196,12 @@ def test_a_paste_not_drawn_yet_is_read_again_after_a_pause_not_at_once(tmp_path:
     assert code == say.EXIT_DELIVERED
     for text in drawn:
         (first, _), (second, _) = [r for r in reads if r[1] == text][:2]
-        assert second - first >= say.POLL * 0.9, text
+        assert second - first >= engine.POLL * 0.9, text
 
 
 def test_the_first_look_after_the_enter_waits_for_the_request_to_leave(tmp_path: Path, claude_pid: int) -> None:
     """A look right after the Enter takes CPU from the agent building its request: the first comes
-    say.ENTER_SETTLE after the Enter, and it still decides (the box seen empty: delivered)."""
+    engine.ENTER_SETTLE after the Enter, and it still decides (the box seen empty: delivered)."""
     calls: list[tuple[float, str]] = []
 
     def on_call(_n: int, argv: list[str]) -> None:
@@ -213,7 +213,7 @@ def test_the_first_look_after_the_enter_waits_for_the_request_to_leave(tmp_path:
     names_in_order = [name for _, name in calls]
     enter = names_in_order.index("Enter")
     assert names_in_order[enter + 1 :] == ["display-message"]  # one look after it, and it saw the box empty
-    assert calls[enter + 1][0] - calls[enter][0] >= say.ENTER_SETTLE * 0.9
+    assert calls[enter + 1][0] - calls[enter][0] >= engine.ENTER_SETTLE * 0.9
 
 
 def test_an_enter_that_does_not_land_is_reported_as_typed(tmp_path: Path, claude_pid: int) -> None:
@@ -241,7 +241,7 @@ def test_control_characters_are_refused_before_anything_is_typed(tmp_path: Path,
 
 
 def test_tab_and_newline_are_typed() -> None:
-    assert say.unsafe_characters("a\tb\nc") is None
+    assert engine.unsafe_characters("a\tb\nc") is None
 
 
 def test_a_message_that_is_not_utf8_is_refused_and_logged_as_its_bytes(tmp_path: Path, claude_pid: int) -> None:
@@ -324,7 +324,7 @@ def test_flush_submits_a_tall_message_say_left_and_logs_one_line(tmp_path: Path,
     line = only_line(team)
     assert (line.outcome, line.message) == ("FLUSHED", b"[flush]")
     enter = [name for _, name in calls].index("send-keys")  # its first look after the Enter waits, as say's does
-    assert calls[enter + 1][0] - calls[enter][0] >= say.ENTER_SETTLE * 0.9
+    assert calls[enter + 1][0] - calls[enter][0] >= engine.ENTER_SETTLE * 0.9
 
 
 def test_flush_refuses_a_box_it_did_not_leave_without_calling_it_a_draft(tmp_path: Path, claude_pid: int) -> None:

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from tests.unit.replay import Pane, Screen, replay_server, sent
 
-from fabrikito.delivery import say, seatlock, seatpane
+from fabrikito.delivery import engine, say, seatlock, seatpane
 from fabrikito.screen import BoxReading, PaneSnapshot, ScreenState, StandardChecks
 from fabrikito.team import agents, teamfile
 
@@ -83,8 +83,8 @@ def agent(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str,
 
 @pytest.fixture(autouse=True)
 def _short_waits(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(say, "RENDER_TIMEOUT", 0.2)
-    monkeypatch.setattr(say, "ENTER_TIMEOUT", 0.2)
+    monkeypatch.setattr(engine, "RENDER_TIMEOUT", 0.2)
+    monkeypatch.setattr(engine, "ENTER_TIMEOUT", 0.2)
 
 
 def deliver(tmp_path: Path, kind: str, pane: Pane) -> say.Delivery:

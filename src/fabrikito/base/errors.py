@@ -2,7 +2,8 @@
 
 One base class carries the exit code; the CLI boundary (``fabrikito.cli``) turns
 it into a message on stderr and that code.  Each message says what failed, on
-what, and what to do about it.
+what, and what to do about it.  ``HostError``, which names an ssh
+:class:`~fabrikito.base.ssh.Problem`, is in :mod:`fabrikito.base.ssh`.
 """
 
 from __future__ import annotations
@@ -10,8 +11,6 @@ from __future__ import annotations
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy knows the name)
 if TYPE_CHECKING:  # every command imports this module: neither costs them anything at run time
     from collections.abc import Sequence
-
-    from fabrikito.base.ssh import Problem
 
 
 class FabrikitoError(Exception):
@@ -68,24 +67,6 @@ class TmuxError(FabrikitoError):
 
 class StateFileError(FabrikitoError):
     """A file under ``.state/`` is not what it must be (a link, a FIFO...)."""
-
-
-class HostError(FabrikitoError):
-    """ssh could not run a command on another host: which host, what went wrong, what to do."""
-
-    def __init__(self, host: str, problem: Problem, advice: str, *, detail: str = "", out: bytes = b"") -> None:
-        self.host = host
-        self.out = out  # what the remote command wrote before it failed (a dropped or timed-out one)
-        self.problem = problem
-        self.detail = detail.strip()
-        said = f" (ssh: {self.detail})" if self.detail else ""
-        super().__init__(f"host {host}: {advice}{said}")
-        self.advice = advice
-
-    @property
-    def reason(self) -> str:
-        """One line for a status row: the problem and what ssh said."""
-        return f"{self.problem.value}: {self.detail or self.advice}"
 
 
 def print_error(text: str) -> None:

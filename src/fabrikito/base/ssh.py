@@ -17,7 +17,7 @@ call:
 * passes the remote command as one string of ``shlex``-quoted words (ssh
   hands it to the remote user's shell), with ``~/.local/bin`` put first on
   ``PATH`` (where ``uv tool`` and ``pipx`` install) and a UTF-8 ``LANG``;
-* raises :class:`~fabrikito.base.errors.HostError` naming the host, what went
+* raises :class:`HostError` naming the host, what went
   wrong (:class:`Problem`) and what to do, for ssh's own failures (exit 255).
 
 ssh is started with ``posix_spawnp`` and pipes (:mod:`fabrikito.base.spawn`),
@@ -34,7 +34,7 @@ from collections.abc import Callable, Sequence
 from enum import StrEnum
 from pathlib import Path
 
-from fabrikito.base.errors import HostError
+from fabrikito.base.errors import FabrikitoError
 from fabrikito.base.spawn import TimedOut
 from fabrikito.base.spawn import run as spawn_run
 from fabrikito.base.values import frozen
@@ -57,7 +57,7 @@ FABRIKITO = "fabrikito"
 
 
 class Problem(StrEnum):
-    """What went wrong on the way to another host (:class:`~fabrikito.base.errors.HostError` names one)."""
+    """What went wrong on the way to another host (:class:`HostError` names one)."""
 
     UNREACHABLE = "unreachable"
     TIMED_OUT = "did not answer"
@@ -67,6 +67,24 @@ class Problem(StrEnum):
     DROPPED = "connection dropped"
     NO_SSH = "no ssh"
     NOT_INSTALLED = "fabrikito missing"
+
+
+class HostError(FabrikitoError):
+    """ssh could not run a command on another host: which host, what went wrong, what to do."""
+
+    def __init__(self, host: str, problem: Problem, advice: str, *, detail: str = "", out: bytes = b"") -> None:
+        self.host = host
+        self.out = out  # what the remote command wrote before it failed (a dropped or timed-out one)
+        self.problem = problem
+        self.detail = detail.strip()
+        said = f" (ssh: {self.detail})" if self.detail else ""
+        super().__init__(f"host {host}: {advice}{said}")
+        self.advice = advice
+
+    @property
+    def reason(self) -> str:
+        """One line for a status row: the problem and what ssh said."""
+        return f"{self.problem.value}: {self.detail or self.advice}"
 
 
 @frozen

@@ -11,7 +11,6 @@ import os
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy knows the name)
 if TYPE_CHECKING:
     import argparse
-    from typing import TextIO
 
     from fabrikito.cli.invocation import Invocation
     from fabrikito.team.teamfile import Team
@@ -82,23 +81,6 @@ def _releases(team: Team) -> tuple[dict[str, object], list[dict[str, object]]]:
     return agent, running
 
 
-def _message_reader(parts: list[str], stdin: TextIO | None) -> tuple[str, bool] | None:
-    """The message from the arguments (joined by spaces), or ``None`` when it is to be read
-    from stdin (no arguments, or only ``-``)."""
-    from fabrikito.base.errors import UsageError
-
-    if parts and parts != ["-"]:
-        return " ".join(parts), False
-    if stdin is None or stdin.isatty():
-        raise UsageError("no message: give it as arguments, or pipe it on stdin")
-    return None
-
-
-def _read_stdin(stdin: TextIO | None) -> str:
-    """stdin as text; bytes that are not UTF-8 are kept (as surrogates) for ``say`` to refuse and log."""
-    return "" if stdin is None else stdin.buffer.read().decode("utf-8", "surrogateescape")
-
-
 def cmd_say(args: argparse.Namespace) -> int:
     from fabrikito.team import teamfile
 
@@ -111,18 +93,11 @@ def cmd_say(args: argparse.Namespace) -> int:
     from fabrikito.delivery import say
 
     expire = _expire(args)
-
-    def text() -> str:  # read once the log line is owed, so a usage error is logged too
-        given = _message_reader(args.message, inv.stdin)
-        if given is not None:
-            return say.prepare_text(given[0], from_stdin=False)
-        return say.prepare_text(_read_stdin(inv.stdin), from_stdin=True)
-
     return say.run_say(
         team,
         server,
         args.role,
-        text,
+        say.Message(tuple(args.message), inv.stdin),  # read once the log line is owed: a usage error is logged too
         env_role=os.environ.get("TEAM_ROLE") or None,
         caller_pid=inv.pid,
         out=inv.out,

@@ -3,7 +3,7 @@
 The server itself is :mod:`fabrikito.cli.server`: ``say``, ``flush`` and ``status`` hand
 themselves to it (:mod:`fabrikito.cli.wire`), and for each it forks a
 child that runs the command as the asking process would have, with its
-descriptors, arguments, environment and folder (docs/decisions.md).  ``up``
+descriptors, arguments, environment and folder (docs/decisions/0011, 0022).  ``up``
 starts one for a team whose seats are all on this machine, ``down`` ends it.
 
 It holds ``.state/.fabrikito.<file name>.lock`` while it runs (that file names

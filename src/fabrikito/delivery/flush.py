@@ -23,7 +23,7 @@ from fabrikito.base import statedir
 from fabrikito.base.errors import FabrikitoError, StateFileError, TmuxError
 from fabrikito.base.tmux import Server
 from fabrikito.base.values import frozen
-from fabrikito.delivery import refusals, say, seatlock
+from fabrikito.delivery import engine, refusals, seatlock
 from fabrikito.delivery.grow import Grower
 from fabrikito.delivery.identity import UNKNOWN_SENDER
 from fabrikito.delivery.oneline import Interrupted, OneLine, guarded, signals_raise
@@ -60,7 +60,7 @@ def _read_record(team: Team, role: str) -> dict[str, Any] | None:
     return data if isinstance(data, dict) and isinstance(data.get("label"), str) else None
 
 
-def flush_seat(ctx: say.Context, seat: Seat) -> FlushResult:
+def flush_seat(ctx: engine.Context, seat: Seat) -> FlushResult:
     statedir.ensure_state_dir(ctx.team.base_dir, ctx.team.name)
     statedir.ensure_dir(seatlock.say_dir(ctx.team))
     try:
@@ -74,8 +74,8 @@ def flush_seat(ctx: say.Context, seat: Seat) -> FlushResult:
         )
 
 
-def _flush_locked(ctx: say.Context, seat: Seat) -> FlushResult:
-    pane, first = say._attach(ctx, seat)
+def _flush_locked(ctx: engine.Context, seat: Seat) -> FlushResult:
+    pane, first = engine.attach(ctx, seat)
     grower = Grower(ctx.server, pane.window_id)
     try:
         _, reading = pane.read(first)
@@ -100,7 +100,7 @@ def _flush_locked(ctx: say.Context, seat: Seat) -> FlushResult:
             ok = r.state is ScreenState.BOX_TEXT and pane.recogniser.flush_matches(r, label, body_text or "")
             return Verdict(ok=ok, reason=_why_not(r))
 
-        reading = say._checked(pane, grower, matches, wait_for=None)
+        reading = engine.checked(pane, grower, matches, wait_for=None)
         if not matches(reading).ok:
             return FlushResult(msglog.Outcome.NOT_FLUSHED, _why_not(reading))
         again = pane.wait(lambda r: False, timeout=0.15)
@@ -110,7 +110,7 @@ def _flush_locked(ctx: say.Context, seat: Seat) -> FlushResult:
             )
         if again.busy and not pane.kind.deliver_while_busy:
             return FlushResult(
-                msglog.Outcome.NOT_FLUSHED, say.busy_refusal(pane.kind).replace("say waits", "flush waits")
+                msglog.Outcome.NOT_FLUSHED, engine.busy_refusal(pane.kind).replace("say waits", "flush waits")
             )
         try:
             ctx.server.send_keys(pane.pane_id, "Enter")
@@ -133,7 +133,9 @@ def _flush_locked(ctx: say.Context, seat: Seat) -> FlushResult:
 
 
 def _busy(kind: Any) -> str:
-    return say.busy_refusal(kind).replace("say waits", "flush waits").replace(" (send again then, or with --queue)", "")
+    return (
+        engine.busy_refusal(kind).replace("say waits", "flush waits").replace(" (send again then, or with --queue)", "")
+    )
 
 
 def _why_not(reading: Any) -> str:
@@ -179,15 +181,15 @@ def _run_flush(
     out: Callable[[str], None],
     err: Callable[[str], None],
 ) -> int:
-    from fabrikito.delivery.identity import IdentityRefused
+    from fabrikito.delivery.identity import IdentityRefused, who_speaks
 
     seat = team.seat(role)
     if seat is None:
         raise FabrikitoError(f"no seat '{role}' in team {team.name} (seats: {', '.join(team.roles)})", exit_code=2)
     server_up = os.path.exists(server.resolved_socket_path())
-    panes = say._list_panes(server) if server_up else []
+    panes = engine.pane_rows(server) if server_up else []
     try:
-        line.sender = say.who_speaks(team, server, env_role, panes, caller_pid)
+        line.sender = who_speaks(team, server, env_role, panes, caller_pid)
     except IdentityRefused as exc:
         line.sender = exc.log_sender
         return _report(line, FlushResult(msglog.Outcome.NOT_FLUSHED, exc.message), out, err)
@@ -203,7 +205,7 @@ def _run_flush(
         reason = f"the team's {server.describe()} is not running, so the seat is down"
         return _report(line, FlushResult(msglog.Outcome.NOT_FLUSHED, reason), out, err)
     statedir.ensure_state_dir(team.base_dir, team.name)
-    result = flush_seat(say.Context(team=team, server=server, panes=panes or []), seat)
+    result = flush_seat(engine.Context(team=team, server=server, panes=panes or []), seat)
     return _report(line, result, out, err)
 
 
@@ -225,3 +227,36 @@ def _report(line: OneLine, result: FlushResult, out: Callable[[str], None], err:
         err(f"the record could not be written to {line.log_path}: {write_error}; the box {done} submitted.")
         return 1
     return EXIT_NOT_FLUSHED if result.outcome is msglog.Outcome.NOT_FLUSHED else EXIT_FLUSHED
+
+
+def serve_flush(team: Team, sender: str, role: str, data: bytes, *, write: Callable[[bytes], None]) -> int:
+    """The host's side of a routed ``flush`` (:mod:`~fabrikito.delivery.route`): check the sender, flush, log here,
+    answer."""
+    from fabrikito.delivery.route import ACCEPTED, NotTrusted, check_routed, read_voucher
+    from fabrikito.team import hosts
+
+    here = hosts.this_host(team)
+    line = OneLine(team.log_path, role, FLUSH_MESSAGE, msglog.Outcome.NOT_FLUSHED, sender=sender)
+
+    def answer(outcome: msglog.Outcome, reason: str) -> int:
+        log_error = line.write(outcome)
+        write(json.dumps({"outcome": outcome.value, "reason": reason, "log_error": log_error}).encode() + b"\n")
+        return EXIT_NOT_FLUSHED if outcome is msglog.Outcome.NOT_FLUSHED else EXIT_FLUSHED
+
+    def run() -> int:
+        seat = team.seat(role)
+        write(ACCEPTED)
+        try:
+            check_routed(team, sender, here, read_voucher(data)[0])
+            if seat is None or seat.host != here:
+                raise NotTrusted(f"no seat {role!r} of team {team.name} runs on this host ({here})")
+        except NotTrusted as exc:
+            return answer(msglog.Outcome.NOT_FLUSHED, exc.message)
+        server = team.server()
+        panes = engine.pane_rows(server) if os.path.exists(server.resolved_socket_path()) else []
+        if panes is None:
+            return answer(msglog.Outcome.NOT_FLUSHED, "tmux cannot list the panes of the team's server")
+        result = flush_seat(engine.Context(team=team, server=server, panes=panes), seat)
+        return answer(result.outcome, result.reason)
+
+    return guarded(line, run, stopped=lambda name: answer(msglog.Outcome.NOT_FLUSHED, f"stopped by {name}"))

@@ -226,3 +226,22 @@ def sender_without_team(env_role: str | None) -> str:
             log_sender=env_role,
         )
     return env_role
+
+
+def who_speaks(team: Team, server: Server, env_role: str | None, panes: list[PaneRow] | None, caller_pid: int) -> str:
+    """The sender's label: a checked ``TEAM_ROLE``, or the seat process ``caller_pid`` runs inside, or ``owner``;
+    for a team on several machines, one that speaks from this one (``identity.check_machine``).
+
+    ``panes`` is ``None`` when tmux could not list them; when the team's server
+    is not running there are none, and the walk up the process tree still
+    refuses a pane of another server.  Raises ``IdentityRefused``.
+    """
+    from fabrikito.team.hosts import here_of
+
+    if env_role:
+        sender = check_team_role(team, env_role, default_server=server.is_default)
+    else:
+        sender = sender_from_ancestry(team, panes, start_pid=caller_pid)
+    if team.origin is None and all(s.host is None for s in team.seats):
+        return sender  # all on one machine
+    return check_machine(team, sender, here_of(team))

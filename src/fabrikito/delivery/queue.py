@@ -8,7 +8,7 @@ The delivery worker (:mod:`fabrikito.delivery.worker`) types them, oldest
 first, through the same engine as ``say``.
 
 A message's file carries its state, and the state is what makes a crash safe
-(docs/decisions.md has the reasoning):
+(docs/decisions/0003-queued-delivery.md has the reasoning):
 
 ``pending``    waits; the worker may type it.
 ``typing``     written (and synced) right before the first paste; a worker that
@@ -50,7 +50,7 @@ from fabrikito.team.teamfile import Team
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy knows the name)
 if TYPE_CHECKING:
-    from fabrikito.delivery.say import Delivery
+    from fabrikito.delivery.engine import Delivery
 
 #: The fields of a message's file, all of them and no others (the schema :func:`encode` writes).
 FIELDS = frozenset({"format", "id", "role", "sender", "text", "queued", "expires", "state", "reason"})
@@ -457,7 +457,7 @@ def log(team: Team, msg: Message, outcome: msglog.Outcome, note: str = "") -> st
     Returns why the line could not be written, or ``None``.
     """
     head = f"[queued {msg.id}{', ' + note if note else ''}] "
-    return _log_plain(team, msg.sender, msg.role, outcome, head + msglog.body_for(msg.sender, msg.role, msg.text))
+    return log_line(team, msg.sender, msg.role, outcome, head + msglog.body_for(msg.sender, msg.role, msg.text))
 
 
 def log_set_aside(team: Team, path: Path, moved_to: Path, why: str) -> None:
@@ -515,7 +515,7 @@ Printer = Callable[[str], None]
 
 def behind_earlier(team: Team, role: str) -> Delivery | None:
     """A refusal to try at once when earlier messages wait for ``role`` (first in, first out)."""
-    from fabrikito.delivery.say import Delivery, Result
+    from fabrikito.delivery.engine import Delivery, Result
 
     count = len(scan(team, [role]).waiting(role))
     if not count:
@@ -525,59 +525,8 @@ def behind_earlier(team: Team, role: str) -> Delivery | None:
     )
 
 
-def after_say(
-    team: Team,
-    sender: str,
-    target: str,
-    text: str,
-    results: list[Delivery],
-    *,
-    expire: float,
-    out: Printer,
-    err: Printer,
-) -> int:
-    """``say --queue`` after its attempt: queue what the seats' state refused, log one line per seat, print."""
-    from fabrikito.delivery import say
-
-    code = say.EXIT_DELIVERED
-    queued = False
-    failed_log: list[str] = []
-    del target  # one line per seat: a line to sec keeps no body
-    for r in results:
-        if r.result is say.Result.REFUSED and r.waitable and not r.interrupted:
-            try:
-                msg = enqueue(team, r.role, sender, text, expire=expire, reason=r.reason)
-            except (QueueFull, StateFileError, OSError) as exc:
-                why = exc.message if isinstance(exc, FabrikitoError) else str(exc)
-                problem = _log_plain(
-                    team, sender, r.role, msglog.Outcome.NOT_DELIVERED, msglog.body_for(sender, r.role, text)
-                )
-                err(f"not sent to {r.role} and not queued: {why}. Nothing was typed.")
-                code = max(code, say.EXIT_REFUSED)
-            else:
-                queued = True
-                problem = log(team, msg, msglog.Outcome.QUEUED)
-                out(f"queued {msg.id} for {r.role} (waits: {r.reason}; expires in {waited(expire)})")
-        else:
-            outcome = msglog.Outcome.DELIVERED if r.result is say.Result.DELIVERED else msglog.Outcome.NOT_DELIVERED
-            problem = _log_plain(team, sender, r.role, outcome, msglog.body_for(sender, r.role, text))
-            say_code = say.EXIT_DELIVERED if r.result is say.Result.DELIVERED else say._exit_code([r])
-            code = max(code, say_code)
-            say._report(r, out, err)
-        if problem is not None:
-            failed_log.append(problem)
-    if queued:
-        from fabrikito.delivery import worker
-
-        worker.ensure_running(team)
-    if failed_log:
-        err(f"the record could not be written to {team.log_path}: {failed_log[0]}")
-        return say.EXIT_LOG_FAILED
-    return code
-
-
-def _log_plain(team: Team, sender: str, role: str, outcome: msglog.Outcome, body: str) -> str | None:
-    """Append one line; why it could not be written, or ``None``."""
+def log_line(team: Team, sender: str, role: str, outcome: msglog.Outcome, body: str) -> str | None:
+    """Append one line to the team's log; why it could not be written, or ``None``."""
     try:
         msglog.append_checked(team.log_path, msglog.format_line(time.time(), sender, role, outcome, body))
     except (OSError, FabrikitoError) as exc:

@@ -5,7 +5,7 @@ command, ``fabrikito _host say <team> --sender <role> <seat>`` with this
 machine's voucher and the message on stdin, through the team's master
 connection to the seat's host.
 The host's side (:func:`serve_say`, :func:`serve_flush`) runs the same
-delivery engine as a local ``say`` (:func:`fabrikito.delivery.say.deliver`),
+delivery engine as a local ``say`` (:func:`fabrikito.delivery.engine.deliver`),
 next to the pane, and writes the host's own log line.  It prints ``accepted``
 before the engine starts and one JSON line with the outcome at the end, and
 exits with ``say``'s status.
@@ -39,8 +39,9 @@ import json
 import os
 from collections.abc import Callable
 
-from fabrikito.base.errors import FabrikitoError, HostError
-from fabrikito.delivery.say import Delivery, Result
+from fabrikito.base.errors import FabrikitoError
+from fabrikito.base.ssh import HostError
+from fabrikito.delivery.engine import Delivery, Result
 from fabrikito.team import hosts
 from fabrikito.team.teamfile import Seat, Team
 
@@ -162,10 +163,10 @@ def check_routed(
         )
     if sender != OWNER and (seat is None or routekeys.machine_name(seat.host) != machine):
         raise NotTrusted(f"the sender {sender!r} is not a seat of {machine}, where this came from")
-    from fabrikito.delivery.say import _list_panes
+    from fabrikito.delivery.engine import pane_rows
 
     server = team.server()
-    panes = _list_panes(server) if os.path.exists(server.resolved_socket_path()) else []
+    panes = pane_rows(server) if os.path.exists(server.resolved_socket_path()) else []
     try:
         inside = sender_from_ancestry(team, panes)
     except IdentityRefused as exc:
@@ -176,7 +177,7 @@ def check_routed(
 
 def serve_say(team: Team, sender: str, role: str, data: bytes, *, write: Callable[[bytes], None]) -> int:
     """The host's side of a routed ``say``: check the sender, deliver, log here, answer."""
-    from fabrikito.delivery import say
+    from fabrikito.delivery import engine
     from fabrikito.delivery.oneline import OneLine, guarded
     from fabrikito.log import msglog
 
@@ -195,7 +196,7 @@ def serve_say(team: Team, sender: str, role: str, data: bytes, *, write: Callabl
             "log_error": log_error,
         }
         write(json.dumps(data).encode() + b"\n")
-        return say._exit_code([delivery])
+        return engine.exit_code([delivery])
 
     def run() -> int:
         seat = team.seat(role)
@@ -208,10 +209,10 @@ def serve_say(team: Team, sender: str, role: str, data: bytes, *, write: Callabl
             return answer(Delivery(role, Result.REFUSED, exc.message))
         write(ACCEPTED)
         server = team.server()
-        panes = say._list_panes(server) if os.path.exists(server.resolved_socket_path()) else []
+        panes = engine.pane_rows(server) if os.path.exists(server.resolved_socket_path()) else []
         if panes is None:
             return answer(Delivery(role, Result.REFUSED, "tmux cannot list the panes of the team's server", True))
-        return answer(say.deliver(say.Context(team=team, server=server, panes=panes), seat, sender, text))
+        return answer(engine.deliver(engine.Context(team=team, server=server, panes=panes), seat, sender, text))
 
     return guarded(line, run, stopped=lambda name: answer(Delivery(role, Result.REFUSED, f"stopped by {name}")))
 
@@ -242,36 +243,3 @@ def flush_remote(team: Team, seat: Seat, sender: str, here: str | None) -> tuple
         return Outcome(data["outcome"]).value, str(data.get("reason") or "")
     except (ValueError, KeyError, IndexError, TypeError):
         return Outcome.NOT_FLUSHED.value, delivery.reason or f"host {dest}: no outcome came back"
-
-
-def serve_flush(team: Team, sender: str, role: str, data: bytes, *, write: Callable[[bytes], None]) -> int:
-    """The host's side of a routed ``flush``: check the sender, flush, log here, answer."""
-    from fabrikito.delivery import flush, say
-    from fabrikito.delivery.oneline import OneLine, guarded
-    from fabrikito.log import msglog
-
-    here = hosts.this_host(team)
-    line = OneLine(team.log_path, role, flush.FLUSH_MESSAGE, msglog.Outcome.NOT_FLUSHED, sender=sender)
-
-    def answer(outcome: msglog.Outcome, reason: str) -> int:
-        log_error = line.write(outcome)
-        write(json.dumps({"outcome": outcome.value, "reason": reason, "log_error": log_error}).encode() + b"\n")
-        return flush.EXIT_NOT_FLUSHED if outcome is msglog.Outcome.NOT_FLUSHED else flush.EXIT_FLUSHED
-
-    def run() -> int:
-        seat = team.seat(role)
-        write(ACCEPTED)
-        try:
-            check_routed(team, sender, here, read_voucher(data)[0])
-            if seat is None or seat.host != here:
-                raise NotTrusted(f"no seat {role!r} of team {team.name} runs on this host ({here})")
-        except NotTrusted as exc:
-            return answer(msglog.Outcome.NOT_FLUSHED, exc.message)
-        server = team.server()
-        panes = say._list_panes(server) if os.path.exists(server.resolved_socket_path()) else []
-        if panes is None:
-            return answer(msglog.Outcome.NOT_FLUSHED, "tmux cannot list the panes of the team's server")
-        result = flush.flush_seat(say.Context(team=team, server=server, panes=panes), seat)
-        return answer(result.outcome, result.reason)
-
-    return guarded(line, run, stopped=lambda name: answer(msglog.Outcome.NOT_FLUSHED, f"stopped by {name}"))

@@ -69,7 +69,7 @@ def write_paste_record(team: Team, role: str, sender: str, label: str, text: str
     record = {"sender": sender, "label": label, "body": None if private else text, "time": time.time()}
     try:
         # Not synced: it describes a box of a running agent, which a reboot (all a sync guards against) ends
-        # too; a say killed by a signal still leaves it whole (docs/decisions.md).
+        # too; a say killed by a signal still leaves it whole (docs/decisions/0010-start-up-imports.md).
         data = json.dumps(record, ensure_ascii=False).encode()
         statedir.write_atomic(paste_record_path(team, role), data, sync=False)
     except (OSError, StateFileError) as exc:

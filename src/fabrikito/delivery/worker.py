@@ -9,7 +9,7 @@ keeps its pid and what each seat waits for in ``.state/<team>/worker.json``.
 A round: read the queue (:mod:`fabrikito.delivery.queue`), set aside what does
 not belong there, expire what ran out, then read the screen of every seat with
 a message waiting in **one** tmux call.  A seat whose box is ready and idle
-gets its oldest message through :func:`fabrikito.delivery.say.deliver` (the
+gets its oldest message through :func:`fabrikito.delivery.engine.deliver` (the
 engine of ``say``: lock, label, checks, Enter rule); the next waits for a later
 round, once the seat has taken that one as a turn and is idle again.  While
 nothing waits the worker sleeps until ``say --queue`` wakes it (``SIGUSR1``)
@@ -34,7 +34,7 @@ from typing import Protocol
 
 from fabrikito.base import daemons, statedir
 from fabrikito.base.errors import FabrikitoError, StateFileError, TmuxError
-from fabrikito.delivery import queue, say, seatlock, seatpane
+from fabrikito.delivery import engine, queue, seatlock, seatpane
 from fabrikito.delivery.queue import Message, State
 from fabrikito.delivery.workerstate import MODULE, info_path, lock_held, lock_path, read_info, start_ticks
 from fabrikito.log import msglog
@@ -58,7 +58,7 @@ class Seats(Protocol):
         """For each role, ``""`` when its box is ready and idle, else why it waits."""
         ...
 
-    def deliver(self, role: str, sender: str, text: str, on_paste: Callable[[], None]) -> say.Delivery: ...
+    def deliver(self, role: str, sender: str, text: str, on_paste: Callable[[], None]) -> engine.Delivery: ...
 
     def team_running(self) -> bool:
         """Whether the team's seats can be up at all (its tmux server runs)."""
@@ -133,11 +133,11 @@ class TmuxSeats:
     def team_running(self) -> bool:
         return self.team.server().listening()
 
-    def deliver(self, role: str, sender: str, text: str, on_paste: Callable[[], None]) -> say.Delivery:
+    def deliver(self, role: str, sender: str, text: str, on_paste: Callable[[], None]) -> engine.Delivery:
         seat = self.team.seat(role)
         if seat is None:
-            return say.Delivery(role, say.Result.REFUSED, f"no seat '{role}' in the team")
-        ctx = say.Context(
+            return engine.Delivery(role, engine.Result.REFUSED, f"no seat '{role}' in the team")
+        ctx = engine.Context(
             team=self.team,
             server=self.team.server(),
             panes=self._panes(refresh=False),
@@ -146,7 +146,7 @@ class TmuxSeats:
             idle_only=True,
             lock_timeout=LOCK_WAIT,
         )
-        return say.deliver(ctx, seat, sender, text)
+        return engine.deliver(ctx, seat, sender, text)
 
 
 # -- one round ----------------------------------------------------------------------
@@ -218,12 +218,12 @@ class Worker:
                 raise seatlock.SeatRefusal(f"the queue could not mark {msg.id} as being typed ({exc})") from None
 
         result = self.seats.deliver(msg.role, msg.sender, msg.text, mark_typing)
-        if result.result is say.Result.DELIVERED:
+        if result.result is engine.Result.DELIVERED:
             done = (claimed[0] if claimed else msg).moved(State.DELIVERED, f"delivered at {time.time():.3f}")
             queue.write(done)
             self._delivered(done)
             return ""
-        if result.result is say.Result.TYPED:
+        if result.result is engine.Result.TYPED:
             self._uncertain(claimed[0] if claimed else msg, f"typed, not submitted: {result.reason}")
             return f"{msg.id} was left in the box: {result.reason}"
         if claimed:  # refused with nothing typed after all

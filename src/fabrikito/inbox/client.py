@@ -29,10 +29,10 @@ from fabrikito.inbox.sessions import (
     TooLargeError,
     WaitTimeoutError,
     WriteFailedError,
-    _read_json,
     is_ancestor,
     process_liveness,
     read_entry,
+    read_json,
     resolve,
 )
 
@@ -61,7 +61,7 @@ class Token:
 
 def read_peer_token(path: str | os.PathLike[str], *, proc_start: str | None = None) -> str | None:
     """``peerToken`` from a key file; ``None`` when missing, unreadable, or for another process."""
-    data = _read_json(path)
+    data = read_json(path)
     if data is None:
         return None
     token = data.get("peerToken")

@@ -16,7 +16,7 @@ sender (:mod:`fabrikito.inbox`) and a future inbox server for seats that are
 not Claude Code speak exactly the same format.  It imports only ``json`` and
 ``dataclasses``.
 
-Text rules, decided here (``docs/decisions.md``):
+Text rules, decided here (``docs/decisions/0005-send-and-inbox-client.md``):
 
 * The text must be a ``str`` holding only Unicode scalar values.  A lone
   surrogate (``"\\ud800"``, or the ``\\udcXX`` Python makes of bytes that are

@@ -298,12 +298,12 @@ class Inbox:
         return decision.verdict
 
     def _log(self, sender: str, outcome: msglog.Outcome, why: str, text: str) -> None:
-        from fabrikito.delivery.queue import _log_plain
+        from fabrikito.delivery.queue import log_line
         from fabrikito.log import msglog
 
         shown = text if len(text) <= LOG_PREVIEW else f"{text[:LOG_PREVIEW]}… ({len(text):,} characters)"
         body = f"[inbox {why}] " + msglog.body_for(sender, self.seat.role, shown)
-        problem = _log_plain(self.team, sender, self.seat.role, outcome, body)
+        problem = log_line(self.team, sender, self.seat.role, outcome, body)
         if problem is not None:
             self.note(f"the message log line could not be written: {problem}")
 

@@ -236,7 +236,7 @@ def _str(data: Mapping[str, Any], key: str) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
-def _read_json(path: str | os.PathLike[str]) -> dict[str, Any] | None:
+def read_json(path: str | os.PathLike[str]) -> dict[str, Any] | None:
     """A JSON object from ``path``; ``None`` when missing, unreadable or not an object.
 
     Read twice on a parse error, in case the file was caught half written.
@@ -298,7 +298,7 @@ def parse_entry(
 
 
 def read_entry(path: str | os.PathLike[str]) -> SessionEntry | None:
-    data = _read_json(path)
+    data = read_json(path)
     return None if data is None else parse_entry(path, data)
 
 

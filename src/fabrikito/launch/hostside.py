@@ -102,7 +102,10 @@ def main(argv: Sequence[str]) -> int:
     if list(argv[:1]) == ["gate"]:
         from fabrikito.launch import routelogin
 
-        return routelogin.gate()
+        admitted = routelogin.gate()
+        if isinstance(admitted, int):
+            return admitted
+        argv = admitted
     parser.add_argument("op", choices=("version", "put", "peers", "up", "down", "status", "log", "say", "flush"))
     parser.add_argument("team", nargs="?")
     parser.add_argument("roles", nargs="*")
@@ -186,7 +189,9 @@ def _say(team: Team, args: argparse.Namespace) -> int:
 
     data = sys.stdin.buffer.read()
     if args.op == "flush":
-        return route.serve_flush(team, args.sender, args.roles[0], data, write=write)
+        from fabrikito.delivery import flush
+
+        return flush.serve_flush(team, args.sender, args.roles[0], data, write=write)
     return route.serve_say(team, args.sender, args.roles[0], data, write=write)
 
 

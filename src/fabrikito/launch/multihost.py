@@ -27,8 +27,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from fabrikito import __version__
-from fabrikito.base.errors import FabrikitoError, HostError
-from fabrikito.base.ssh import Problem
+from fabrikito.base.errors import FabrikitoError
+from fabrikito.base.ssh import HostError, Problem
 from fabrikito.launch import status
 from fabrikito.team import hosts
 from fabrikito.team.teamfile import Seat, Team

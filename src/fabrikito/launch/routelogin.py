@@ -69,8 +69,9 @@ def routed_args(original: str) -> list[str] | None:
     return [op, team, "--sender", sender, role]
 
 
-def gate(environ: Mapping[str, str] | None = None) -> int:
-    """``fabrikito _host gate``: run the routed command sshd was asked for, or refuse it (and note it)."""
+def gate(environ: Mapping[str, str] | None = None) -> list[str] | int:
+    """``fabrikito _host gate``: the ``_host`` arguments of the routed command sshd was asked for, which the host's
+    side then runs (:func:`fabrikito.launch.hostside.main`), or :data:`EXIT_REFUSED` once it is refused and noted."""
     env = os.environ if environ is None else environ
     original = env.get("SSH_ORIGINAL_COMMAND")
     args = routed_args(original) if original is not None else None
@@ -84,9 +85,7 @@ def gate(environ: Mapping[str, str] | None = None) -> int:
         )
         return EXIT_REFUSED
     _note(env, f"ran _host {args[0]} {args[1]} --sender {args[3]} {args[4]}")
-    from fabrikito.launch import hostside
-
-    return hostside.main(args)
+    return args
 
 
 def _note(env: Mapping[str, str], what: str) -> None:

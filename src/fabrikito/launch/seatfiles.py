@@ -30,7 +30,7 @@ Each seat's generated files live in ``.state/<team>/seats/`` (0700; files
   seat alone.
 
 Then it waits, with one tmux call per round for all seats, until each shows
-its input box, and gives it its kickoff through :func:`fabrikito.delivery.say.deliver`
+its input box, and gives it its kickoff through :func:`fabrikito.delivery.engine.deliver`
 labelled ``[from launcher]``, logging one line in ``messages.log``.  A seat
 that stops at a startup dialog or exits is reported with what to do; nothing
 is left silently stuck.

@@ -11,7 +11,7 @@ from fabrikito.offline.replies import (
     SUGGESTION_MARK,
     Reply,
     ToolResult,
-    _content_text,
+    content_text,
     last_user_message,
     message_json,
     raw_tool_results,
@@ -22,8 +22,8 @@ from fabrikito.offline.replies import (
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy knows the name)
 if TYPE_CHECKING:
+    from fabrikito.offline.answers import Answers
     from fabrikito.offline.exchange import Exchange
-    from fabrikito.offline.standin import StandIn
 
 
 def serves(path: str) -> bool:
@@ -62,12 +62,12 @@ def answer(ex: Exchange, seat: str, path: str, body: Any, raw: bytes) -> None:
     ex.end_stream()
 
 
-def choose(standin: StandIn, seat: str, body: Any, streamed: bool) -> tuple[Reply, list[ToolResult], str]:
+def choose(standin: Answers, seat: str, body: Any, streamed: bool) -> tuple[Reply, list[ToolResult], str]:
     """Pick the reply for a messages request; return it, the tool results and the user text."""
     message = last_user_message(body)
     text = user_text(message)
     calls = [
-        (str(b.get("tool_use_id", "")), _content_text(b.get("content", "")), bool(b.get("is_error", False)))
+        (str(b.get("tool_use_id", "")), content_text(b.get("content", "")), bool(b.get("is_error", False)))
         for b in raw_tool_results(message)
     ]
     fixed: Reply | None = None

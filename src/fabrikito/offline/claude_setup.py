@@ -237,7 +237,7 @@ def _size_mb(path: Path) -> int:
 # -- HOME -----------------------------------------------------------------------
 
 
-def _write_json(path: Path, data: Any) -> None:
+def write_json(path: Path, data: Any) -> None:
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -279,13 +279,13 @@ def make_home(
         entry = projects.setdefault(str(Path(d).resolve()), {})
         entry["hasTrustDialogAccepted"] = True
         entry.setdefault("hasCompletedProjectOnboarding", True)
-    _write_json(config_path, config)
+    write_json(config_path, config)
     user_settings = dict(settings or {})
     if skip_bypass_prompt:
         user_settings.setdefault("skipDangerousModePermissionPrompt", True)
     settings_path = home / ".claude" / "settings.json"
     if user_settings or not settings_path.exists():
-        _write_json(settings_path, user_settings)
+        write_json(settings_path, user_settings)
     return home
 
 

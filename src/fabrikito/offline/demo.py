@@ -91,13 +91,13 @@ def standin_script() -> dict[str, Any]:
     }
 
 
-def _toml(value: Any) -> str:
+def toml_value(value: Any) -> str:
     if isinstance(value, str):
         return json.dumps(value, ensure_ascii=False)
     if isinstance(value, list):
-        return "[" + ", ".join(_toml(v) for v in value) + "]"
+        return "[" + ", ".join(toml_value(v) for v in value) + "]"
     if isinstance(value, Mapping):
-        return "{ " + ", ".join(f"{k} = {_toml(v)}" for k, v in value.items()) + " }"
+        return "{ " + ", ".join(f"{k} = {toml_value(v)}" for k, v in value.items()) + " }"
     raise TypeError(f"no TOML for {value!r}")
 
 
@@ -107,23 +107,23 @@ def demo_team_text(example: Mapping[str, Any], *, binary: Path, home: Path, base
 
     lines = [
         "# Written by `fabrikito demo` from the example team: offline seats, a stand-in model.",
-        f"name = {_toml(example.get('name', 'acme'))}",
-        f"tmux_socket = {_toml(socket)}",
-        f"agent = {_toml([str(binary)])}",
-        f"shared_prompt = {_toml('roles/common.md')}",
+        f"name = {toml_value(example.get('name', 'acme'))}",
+        f"tmux_socket = {toml_value(socket)}",
+        f"agent = {toml_value([str(binary)])}",
+        f"shared_prompt = {toml_value('roles/common.md')}",
     ]
     if "kickoff" in example:
-        lines.append(f"kickoff = {_toml(example['kickoff'])}")
+        lines.append(f"kickoff = {toml_value(example['kickoff'])}")
     for seat in example.get("seat", []):
         role = str(seat["role"])
         env = seat_env(home=home, base_url=f"{base_url}/seat/{role}", permission_mode=seat.get("permission_mode", ""))
         env.update(seat.get("env", {}))
-        lines += ["", "[[seat]]", f"role = {_toml(role)}", f"session = {_toml(seat['session'])}"]
-        lines.append(f"cwd = {_toml('work/' + role)}")
+        lines += ["", "[[seat]]", f"role = {toml_value(role)}", f"session = {toml_value(seat['session'])}"]
+        lines.append(f"cwd = {toml_value('work/' + role)}")
         for key in ("permission_mode", "args", "kickoff"):
             if key in seat:
-                lines.append(f"{key} = {_toml(seat[key])}")
-        lines.append(f"env = {_toml(env)}")
+                lines.append(f"{key} = {toml_value(seat[key])}")
+        lines.append(f"env = {toml_value(env)}")
     return "\n".join(lines) + "\n"
 
 
@@ -172,11 +172,11 @@ def start_standin(directory: Path, rules: Mapping[str, Any] | None = None) -> tu
             break
         time.sleep(0.05)
     text = out_path.read_text(encoding="utf-8", errors="replace")
-    _stop_pid(proc.pid)
+    stop_pid(proc.pid)
     raise DemoError(f"the stand-in model did not start (see {out_path}):\n{text[-2000:]}")
 
 
-def _stop_pid(pid: int, grace: float = 3.0) -> None:
+def stop_pid(pid: int, grace: float = 3.0) -> None:
     try:
         os.kill(pid, signal.SIGTERM)
     except ProcessLookupError:
@@ -199,7 +199,7 @@ def _stop_pid(pid: int, grace: float = 3.0) -> None:
 # -- running -----------------------------------------------------------------------------------
 
 
-def _clean_environment() -> None:
+def clean_environment() -> None:
     """Drop what the seats must not inherit through the tmux server this process starts."""
     from fabrikito.offline.claude_setup import stripped_names
 
@@ -237,7 +237,7 @@ def run(directory: Path, *, out: Callable[[str], None], socket: str = SOCKET, he
     tools = claude_setup.demo_tools_dir()
     out(f"Claude Code {claude_setup.CLAUDE_VERSION} for the demo: {tools} (offline once installed)")
     binary = claude_setup.ensure_claude(tools_dir=tools, progress=out)
-    _clean_environment()
+    clean_environment()
     roles = [str(s["role"]) for s in example.get("seat", [])]
     work = [directory / "work" / role for role in roles]
     for path in work:
@@ -259,13 +259,13 @@ def run(directory: Path, *, out: Callable[[str], None], socket: str = SOCKET, he
         result = lifecycle.up(team, out=out, helpers=helpers)
     except BaseException:
         out("up failed: stopping the stand-in")
-        _stop_pid(pid)
+        stop_pid(pid)
         raise
     server = team.server()
     out("")
     out("== the kickoffs, as each seat shows them ==")
     for seat in team.seats:
-        out(f"  {seat.role}: {_screen_line(server, seat.session, '[from launcher]')}")
+        out(f"  {seat.role}: {screen_line(server, seat.session, '[from launcher]')}")
     out("")
     out("== api tells the EM what it will take first, with SendMessage ==")
     line = _wait_log(team.log_path, "api", "em")
@@ -273,9 +273,9 @@ def run(directory: Path, *, out: Callable[[str], None], socket: str = SOCKET, he
     out("")
     out("== the owner says something to web ==")
     out(f"  {_owner_say(team, 'web', OWNER_MESSAGE)}")
-    out(f"  web's screen: {_screen_line(server, team_seat_session(team, 'web'), WEB_ANSWER)}")
+    out(f"  web's screen: {screen_line(server, team_seat_session(team, 'web'), WEB_ANSWER)}")
     out("")
-    _print_status_and_log(team, out)
+    print_status_and_log(team, out)
     out("")
     cli = seatfiles.say_command()
     out("The team is still running.")
@@ -296,7 +296,7 @@ def team_seat_session(team: Team, role: str) -> str:
     return str(seat.session) if seat is not None else role
 
 
-def _screen_line(server: Server, session: str, needle: str) -> str:
+def screen_line(server: Server, session: str, needle: str) -> str:
     """The first line of the seat's screen holding ``needle`` (read-only), waiting for it to show."""
     from fabrikito.base.errors import TmuxError
 
@@ -337,22 +337,22 @@ def _wait_log(path: Path, sender: str, recipient: str) -> str | None:
 
 def _owner_say(team: Team, role: str, text: str) -> str:
     """Deliver ``text`` as the owner, as ``say`` does, and log its line."""
-    from fabrikito.delivery import say, seatpane
+    from fabrikito.delivery import engine, seatpane
     from fabrikito.log import msglog
 
     seat = team.seat(role)
     if seat is None:
         return f"no seat {role} in the demo team"
     server = team.server()
-    ctx = say.Context(team=team, server=server, panes=seatpane.list_panes(server))
-    delivery = say.deliver(ctx, seat, "owner", text)
-    ok = delivery.result is say.Result.DELIVERED
+    ctx = engine.Context(team=team, server=server, panes=seatpane.list_panes(server))
+    delivery = engine.deliver(ctx, seat, "owner", text)
+    ok = delivery.result is engine.Result.DELIVERED
     outcome = msglog.Outcome.DELIVERED if ok else msglog.Outcome.NOT_DELIVERED
     msglog.append_checked(team.log_path, msglog.format_line(time.time(), "owner", role, outcome, text))
     return f"say {role} {text!r}: " + ("delivered" if ok else f"not delivered ({delivery.reason})")
 
 
-def _print_status_and_log(team: Team, out: Callable[[str], None]) -> None:
+def print_status_and_log(team: Team, out: Callable[[str], None]) -> None:
     from fabrikito.launch import status
     from fabrikito.log import logview
 
@@ -382,7 +382,7 @@ def stop(
         out(f"no demo team file in {directory}")
     pid = running_standin(directory)
     if pid is not None:
-        _stop_pid(pid)
+        stop_pid(pid)
         out(f"stand-in model stopped (pid {pid})")
     try:
         (directory / "standin.pid").unlink()

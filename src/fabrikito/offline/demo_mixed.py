@@ -36,7 +36,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from fabrikito.offline.demo import DemoError, _toml
+from fabrikito.offline.demo import DemoError, toml_value
 
 if TYPE_CHECKING:
     from fabrikito.launch.lifecycle import Helper
@@ -104,21 +104,21 @@ def team_text(
     lines = [
         "# Written by `fabrikito demo --mixed`: one seat of each agent kind, offline, a stand-in model.",
         'name = "mixed"',
-        f"tmux_socket = {_toml(socket)}",
-        f"agent = {_toml([str(claude)])}",
+        f"tmux_socket = {toml_value(socket)}",
+        f"agent = {toml_value([str(claude)])}",
         'shared_prompt = "roles/common.md"',
-        f"kickoff = {_toml(KICKOFF)}",
+        f"kickoff = {toml_value(KICKOFF)}",
     ]
     for role, agent in (("em", "claude"), ("cx", "codex"), ("gm", "gemini")):
         command, env, args = seats[role]
-        lines += ["", "[[seat]]", f"role = {_toml(role)}", f"session = {_toml('mixed-' + role)}"]
-        lines += [f"agent = {_toml(agent)}", f"cwd = {_toml('work/' + role)}"]
+        lines += ["", "[[seat]]", f"role = {toml_value(role)}", f"session = {toml_value('mixed-' + role)}"]
+        lines += [f"agent = {toml_value(agent)}", f"cwd = {toml_value('work/' + role)}"]
         if agent == "claude":
             lines.append('permission_mode = "acceptEdits"')
         else:
-            lines.append(f"command = {_toml(command)}")
-            lines.append(f"args = {_toml(args)}")
-        lines.append(f"env = {_toml(env)}")
+            lines.append(f"command = {toml_value(command)}")
+            lines.append(f"args = {toml_value(args)}")
+        lines.append(f"env = {toml_value(env)}")
     return "\n".join(lines) + "\n"
 
 
@@ -165,10 +165,10 @@ def _tools(agent: str) -> Path:
     return other_setup.demo_tools_dir(agent, other_setup.PINNED[agent])
 
 
-def _clean_environment() -> None:
+def clean_environment() -> None:
     from fabrikito.offline import demo, other_setup
 
-    demo._clean_environment()
+    demo.clean_environment()
     for name in other_setup.strip_names(os.environ):
         os.environ.pop(name, None)
 
@@ -189,7 +189,7 @@ def run(directory: Path, *, out: Callable[[str], None], socket: str = SOCKET, he
     except OSError as exc:
         raise DemoError(f"cannot make the demo's directory {directory} ({exc.strerror or exc}): pass --dir") from None
     claude = claude_setup.ensure_claude(tools_dir=claude_setup.demo_tools_dir(), progress=out)
-    _clean_environment()
+    clean_environment()
     for role in ("em", "cx", "gm"):
         (directory / "work" / role).mkdir(parents=True, exist_ok=True)
     (directory / "roles").mkdir(exist_ok=True)
@@ -208,17 +208,17 @@ def run(directory: Path, *, out: Callable[[str], None], socket: str = SOCKET, he
         result = lifecycle.up(team, out=out, helpers=helpers)
     except BaseException:
         out("the demo could not start its team: stopping the stand-in")
-        demo._stop_pid(pid)
+        demo.stop_pid(pid)
         raise
     out("")
     out("== messages between the three, each typed by `fabrikito say` run from a seat's shell tool ==")
     for sender, recipient, text in FLOW:
         line = wait_delivered(team, sender, recipient, text)
         out(f"  {sender} → {recipient}: " + (line or f"(not delivered within {MESSAGE_TIMEOUT:g}s)"))
-        shown = demo._screen_line(team.server(), f"mixed-{recipient}", f"[from {sender}]")
+        shown = demo.screen_line(team.server(), f"mixed-{recipient}", f"[from {sender}]")
         out(f"    {recipient}'s screen: {shown}")
     out("")
-    demo._print_status_and_log(team, out)
+    demo.print_status_and_log(team, out)
     out("")
     out("The team is still running.")
     out(f"  attach to a seat:  tmux -L {socket} attach -t mixed-cx   (detach: Ctrl-b d)")

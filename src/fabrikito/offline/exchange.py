@@ -1,10 +1,7 @@
-"""The stand-in's HTTP side: one exchange, its helpers, and the routing of a POST by path to its API.
+"""The stand-in's HTTP side: one exchange and the helpers every API's answer uses.
 
-Each model API the stand-in speaks is a module with ``serves(path)`` and
-``answer(exchange, seat, path, body, raw)``: :mod:`~fabrikito.offline.api_messages`
-(Anthropic), :mod:`~fabrikito.offline.api_openai` (OpenAI Responses) and
-:mod:`~fabrikito.offline.api_gemini` (Gemini).  ``path`` is the request's path
-with the ``/seat/<role>`` prefix taken off, ``seat`` that role.
+A POST is routed to its API by :mod:`~fabrikito.offline.routing`, above this
+module and the APIs.
 """
 
 from __future__ import annotations
@@ -15,15 +12,11 @@ from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import urlsplit
 
-from fabrikito.offline import api_gemini, api_messages, api_openai
 from fabrikito.offline.replies import PING_INTERVAL, Request, split_seat
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy knows the name)
 if TYPE_CHECKING:
-    from fabrikito.offline.standin import StandIn
-
-#: Tried in this order; the first whose ``serves`` accepts the path answers.
-APIS = (api_messages, api_openai, api_gemini)
+    from fabrikito.offline.answers import Answers
 
 
 class Exchange(BaseHTTPRequestHandler):
@@ -31,7 +24,7 @@ class Exchange(BaseHTTPRequestHandler):
 
     protocol_version = "HTTP/1.1"
     server_version = "fabrikito-standin"
-    standin: StandIn  # set on the class :func:`_make_handler` makes for one server
+    standin: Answers  # set on the class :func:`fabrikito.offline.routing.handler_for` makes for one server
 
     def log_message(self, format: str, *args: Any) -> None:
         pass  # the records are the log
@@ -121,25 +114,3 @@ class Exchange(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         self.record_plain()
         self.send_json(200, {})
-
-    def do_POST(self) -> None:
-        raw = self.read_body()
-        try:
-            body: Any = json.loads(raw) if raw else None
-        except ValueError:
-            body = raw.decode("utf-8", "replace")
-        seat, rest = split_seat(urlsplit(self.path).path)
-        try:
-            for api in APIS:
-                if api.serves(rest):
-                    api.answer(self, seat, rest, body, raw)
-                    break
-            else:
-                self.not_found(body, rest)
-        except (BrokenPipeError, ConnectionResetError):
-            self.close_connection = True
-
-
-def handler_for(standin: StandIn) -> type[Exchange]:
-    """The request handler class of one stand-in server."""
-    return type("StandInExchange", (Exchange,), {"standin": standin})

@@ -35,12 +35,12 @@ from fabrikito.base.tmux import Server
 from fabrikito.base.values import frozen
 from fabrikito.offline.claude_setup import (
     BenchError,
-    _write_json,
     cache_dir,
     checkout_root,
     npm_install,
     repo_root,
     stripped_names,
+    write_json,
 )
 
 CODEX = "codex"
@@ -198,7 +198,7 @@ def make_gemini_home(home: Path, *, auth: bool = True) -> Path:
     settings = dict(GEMINI_SETTINGS)
     if not auth:
         del settings["security"]
-    _write_json(home / ".gemini" / "settings.json", settings)
+    write_json(home / ".gemini" / "settings.json", settings)
     return home
 
 

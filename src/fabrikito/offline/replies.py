@@ -185,7 +185,7 @@ def split_seat(path: str) -> tuple[str, str]:
     return "", path
 
 
-def _content_text(content: Any) -> str:
+def content_text(content: Any) -> str:
     if isinstance(content, str):
         return content
     parts: list[str] = []
@@ -195,7 +195,7 @@ def _content_text(content: Any) -> str:
                 if block.get("type") == "text":
                     parts.append(str(block.get("text", "")))
                 elif block.get("type") == "tool_result":
-                    parts.append(_content_text(block.get("content", "")))
+                    parts.append(content_text(block.get("content", "")))
                 elif block.get("type") == "tool_reference":
                     parts.append(str(block.get("tool_name", "")))
     return "\n".join(parts)

@@ -41,11 +41,11 @@ from fabrikito.offline.claude_setup import (
     CLAUDE_VERSION,
     BenchError,
     Renderer,
-    _write_json,
     ensure_claude,
     seat_command,
     seat_env,
     trust_dir,
+    write_json,
 )
 from fabrikito.offline.standin import StandIn
 
@@ -247,7 +247,7 @@ def start_seat(
     cwd.mkdir(parents=True, exist_ok=True)
     trust_dir(home, cwd)
     settings_file = home / ".fabrikito-bench" / f"{name}.settings.json"
-    _write_json(settings_file, dict(settings or {}))
+    write_json(settings_file, dict(settings or {}))
     variables = seat_env(
         home=home, base_url=base_url, api_key=api_key, permission_mode=permission_mode, renderer=renderer, extra=env
     )

@@ -234,6 +234,24 @@ class Job:
     def changed(self, pane: str, before: str, what: str, timeout: float = 10.0) -> str:
         return self.wait_screen(pane, lambda s: s != before, what, timeout)
 
+    def paste_and_save(self, pane: str, text: str, case: str, *, note: str, what: str) -> None:
+        """Paste ``text``, wait for the screen to change (``what`` names it) and settle, then save it as ``case``."""
+        before = self.server.capture(pane)
+        self.server.paste(pane, text)
+        self.changed(pane, before, what)
+        self.settle(pane)
+        self.save(pane, case, note=note)
+
+    def label_then(self, pane: str, case: str, message: str, note: str, *, save_label: bool) -> None:
+        """Paste the label, wait for it in the box (saved as ``label-alone`` with ``save_label``), then paste
+        ``message`` and save the screen as ``case``."""
+        self.server.paste(pane, LABEL)
+        self.wait_screen(pane, lambda s: "[from em]" in s, "the label in the box")
+        self.settle(pane, quiet=0.3)
+        if save_label:
+            self.save(pane, "label-alone", note="paste '[from em] '")
+        self.paste_and_save(pane, message, case, note=note, what=f"the message after the label for {case}")
+
     def save(self, pane: str, case: str, note: str = "") -> Capture:
         text = self.server.capture(pane)
         ansi = self.server.capture(pane, escapes=True)

@@ -126,12 +126,7 @@ def _cleared_draft(job: Job) -> None:
 
 
 def _paste(job: Job, case: str, text: str, note: str) -> None:
-    seat = job.seat()
-    before = job.server.capture(seat.pane)
-    job.server.paste(seat.pane, text)
-    job.changed(seat.pane, before, f"the paste for {case}")
-    job.settle(seat.pane)
-    job.save(seat.pane, case, note=note)
+    job.paste_and_save(job.seat().pane, text, case, note=note, what=f"the paste for {case}")
 
 
 def _pastes(job: Job) -> None:
@@ -144,16 +139,7 @@ def _pastes(job: Job) -> None:
 
 
 def _label_then(job: Job, case: str, message: str, note: str) -> None:
-    seat = job.seat()
-    job.server.paste(seat.pane, LABEL)
-    job.wait_screen(seat.pane, lambda s: "[from em]" in s, "the label in the box")
-    job.settle(seat.pane, quiet=0.3)
-    job.save(seat.pane, "label-alone", note="paste '[from em] '")
-    before = job.server.capture(seat.pane)
-    job.server.paste(seat.pane, message)
-    job.changed(seat.pane, before, f"the message after the label for {case}")
-    job.settle(seat.pane)
-    job.save(seat.pane, case, note=note)
+    job.label_then(job.seat().pane, case, message, note, save_label=True)
 
 
 def _labels(job: Job) -> None:
@@ -321,6 +307,13 @@ def _pastes_expect() -> dict[str, Expect]:
     return found
 
 
+#: What every agent's label case reads: the label alone, then a short line and three lines after it.
+LABEL_CASES = {
+    "label-alone": expect(BOX_TEXT, box=LABEL, label=LABEL),
+    "label-then-short": expect(BOX_TEXT, box=LABEL + SHORT, enter=(LABEL, SHORT)),
+    "label-then-3lines": expect(BOX_TEXT, enter=(LABEL, THREE_LINES)),
+}
+
 CASES: tuple[Case, ...] = (
     Case("empty-box", _empty_box, {"empty-box-fresh-start": expect(READY, box="", busy=False)}),
     Case("typed", _typed, {"typed-short-unsubmitted": expect(BOX_TEXT, box="hello from em")}),
@@ -334,12 +327,7 @@ CASES: tuple[Case, ...] = (
     Case(
         "label",
         _labels,
-        {
-            "label-alone": expect(BOX_TEXT, box=LABEL, label=LABEL),
-            "label-then-short": expect(BOX_TEXT, box=LABEL + SHORT, enter=(LABEL, SHORT)),
-            "label-then-3lines": expect(BOX_TEXT, enter=(LABEL, THREE_LINES)),
-            "label-then-len1000": expect(BOX_TEXT, enter=(LABEL, text_of(1000))),
-        },
+        {**LABEL_CASES, "label-then-len1000": expect(BOX_TEXT, enter=(LABEL, text_of(1000)))},
     ),
     Case("tall-box", _tall_box, {"tall-box": expect(BOX_TEXT)}),
     Case("after-turn", _after_turn, {"after-turn": expect(READY, box="", busy=False)}),

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fabrikito.base.errors import FabrikitoError
-from fabrikito.delivery import say, seatpane
+from fabrikito.delivery import engine, seatpane
 from fabrikito.inbox import client, sessions
 from fabrikito.log import hook, msglog
 from fabrikito.offline import seatkit
@@ -128,19 +128,19 @@ def check_inbox(job: Job, b: Seat) -> list[str]:
 def check_round_trip(job: Job, team: teamfile.Team, a: Seat, recogniser: Recogniser) -> list[str]:
     """``say``'s engine delivers a labelled message, and the model gets exactly label + text."""
     text = "a labelled message from qualify"
-    ctx = say.Context(team, job.server, seatpane.list_panes(job.server), recogniser=recogniser)
+    ctx = engine.Context(team, job.server, seatpane.list_panes(job.server), recogniser=recogniser)
     seat = team.seat(a.role)
     if seat is None:
         return [f"the team file lost its seat {a.role!r}"]
     since = job.standin.mark()
-    result = say.deliver(ctx, seat, SENDER, text)
-    if result.result is not say.Result.DELIVERED:
+    result = engine.deliver(ctx, seat, SENDER, text)
+    if result.result is not engine.Result.DELIVERED:
         return [f"say's engine did not deliver ({result.result.value}): {result.reason}"]
     try:
         request = job.standin.wait_for_request("a", text, 30, since=since)
     except StandInTimeoutError:
         return ["the delivered message never reached the model"]
-    expected = say.label_for(SENDER) + text
+    expected = engine.label_for(SENDER) + text
     if request.last_user_text.strip() != expected:
         return [f"the model got {request.last_user_text!r}, expected {expected!r}"]
     return []

@@ -18,7 +18,7 @@ from fabrikito.offline import api_gemini, api_openai, seatkit
 from fabrikito.offline.other_setup import CODEX, GEMINI, OtherSeat
 from fabrikito.offline.replies import Reply
 from fabrikito.qualify.capture import LABEL, Job, text_of
-from fabrikito.qualify.catalogue import BOX_TEXT, DIALOG, READY, SHORT, THREE_LINES, Case, Expect, expect
+from fabrikito.qualify.catalogue import BOX_TEXT, DIALOG, LABEL_CASES, READY, SHORT, THREE_LINES, Case, Expect, expect
 from fabrikito.screen import ScreenState
 
 NOT_RECOGNISED = ScreenState.NOT_RECOGNISED
@@ -70,17 +70,7 @@ def _typed(job: Job) -> None:
 
 
 def _label_then(job: Job, case: str, message: str, note: str, *, label_case: bool = False) -> None:
-    seat = _fresh(job)
-    job.server.paste(seat.pane, LABEL)
-    _wait_text(job, seat, "[from em]", "the label in the box")
-    job.settle(seat.pane, quiet=0.3)
-    if label_case:
-        job.save(seat.pane, "label-alone", note="paste '[from em] '")
-    before = job.server.capture(seat.pane)
-    job.server.paste(seat.pane, message)
-    job.changed(seat.pane, before, f"the message after the label for {case}")
-    job.settle(seat.pane)
-    job.save(seat.pane, case, note=note)
+    job.label_then(_fresh(job).pane, case, message, note, save_label=label_case)
 
 
 def _labels(job: Job) -> None:
@@ -220,9 +210,7 @@ def cases_for(agent: str) -> tuple[Case, ...]:
             "label",
             _labels,
             {
-                "label-alone": expect(BOX_TEXT, box=LABEL, label=LABEL),
-                "label-then-short": expect(BOX_TEXT, box=LABEL + SHORT, enter=(LABEL, SHORT)),
-                "label-then-3lines": expect(BOX_TEXT, enter=(LABEL, THREE_LINES)),
+                **LABEL_CASES,
                 "label-then-literal": expect(BOX_TEXT, enter=(LABEL, LITERAL[agent])),
                 "label-then-placeholder": expect(BOX_TEXT, enter=(LABEL, COLLAPSES[agent])),
             },

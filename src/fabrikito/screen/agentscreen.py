@@ -37,6 +37,36 @@ def busy_reading(reading: BoxReading, why: str) -> BoxReading:
     return replace(reading, state=ScreenState.NOT_RECOGNISED, reason=BUSY_REASON, detail=why, busy=True)
 
 
+def box_reading(
+    renderer: Renderer, texts: list[str], *, top_visible: bool = True, full: bool = False, ends_screen: bool = True
+) -> BoxReading:
+    """A box read as holding text, one entry of ``texts`` per row of it; the dialect decides from there."""
+    return BoxReading(
+        state=ScreenState.BOX_TEXT,
+        renderer=renderer,
+        reason=BOX_TEXT_REASON,
+        detail="the input box holds text",
+        box_text="\n".join(texts),
+        box_rows=len(texts),
+        top_visible=top_visible,
+        max_rows=len(texts),
+        full=full,
+        ends_screen=ends_screen,
+    )
+
+
+def empty_box(reading: BoxReading, snapshot: PaneSnapshot, at: tuple[int, int], detail: str) -> BoxReading:
+    """An empty box: ready when the cursor is at ``at`` (column, row), where the agent keeps it in an empty box."""
+    if (snapshot.cursor_x, snapshot.cursor_y) != at:
+        return replace(
+            reading,
+            state=ScreenState.NOT_RECOGNISED,
+            reason=NOT_READY,
+            detail=f"the cursor ({snapshot.cursor_x},{snapshot.cursor_y}) is not in the empty box ({at[0]},{at[1]})",
+        )
+    return replace(reading, state=ScreenState.READY, reason="", detail=detail)
+
+
 class AgentScreen(StandardChecks):
     """A recogniser of one agent's dialect; subclasses read the rows in :meth:`read`."""
 

@@ -66,7 +66,7 @@ _TOP_RULE_RE = re.compile(r"─+|(?:─+ | )\S(?:.*\S)? ─+")
 # what is left is the start of a known one.
 _MODE_RE = re.compile(r"(?:⏵⏵|⏸|⏵) [a-z'-]+(?: [a-z'-]+)* on")  # any mode's words: auto mode has no capture
 _MODE_SUFFIXES = (" (shift+tab to cycle)", " · ? for shortcuts", " · ← for agents", " · esc to interrupt")
-_NOTICES = (
+BASE_NOTICES = (
     "tmux focus-events off · add 'set -g focus-events on' to ~/.tmux.conf and reattach for focus tracking",
     "tmux detected · scroll with PgUp/PgDn · or add 'set -g mouse on' to ~/.tmux.conf for wheel scroll",
     "ctrl+g to edit in Vim",
@@ -201,7 +201,7 @@ def _mode_suffixes_ok(rest: str) -> bool:
     return True
 
 
-def _footer_segment_ok(segment: str, mode_allowed: bool, notices: tuple[str, ...] = _NOTICES) -> bool:
+def _footer_segment_ok(segment: str, mode_allowed: bool, notices: tuple[str, ...] = BASE_NOTICES) -> bool:
     if mode_allowed:
         match = _MODE_RE.match(segment)
         if match is not None:
@@ -211,7 +211,7 @@ def _footer_segment_ok(segment: str, mode_allowed: bool, notices: tuple[str, ...
     return _cut_prefix_of(segment, (*notices, _EFFORT_EXAMPLE))
 
 
-def _footer_row_ok(row: Row, first: bool, notices: tuple[str, ...] = _NOTICES) -> bool:
+def _footer_row_ok(row: Row, first: bool, notices: tuple[str, ...] = BASE_NOTICES) -> bool:
     text = _text(row)
     if not text.startswith(INDENT) or any(run.inverse for run in row.runs if run.text.strip()):
         return False
@@ -219,7 +219,7 @@ def _footer_row_ok(row: Row, first: bool, notices: tuple[str, ...] = _NOTICES) -
     return all(_footer_segment_ok(seg, first and i == 0, notices) for i, seg in enumerate(segments))
 
 
-def _footer_ok(rows: tuple[Row, ...], notices: tuple[str, ...] = _NOTICES) -> bool:
+def _footer_ok(rows: tuple[Row, ...], notices: tuple[str, ...] = BASE_NOTICES) -> bool:
     """Rows under the bottom rule: footer rows first, then only blank rows."""
     i = 0
     while i < len(rows) and not _blank(rows[i]):
@@ -233,7 +233,7 @@ def _footer_ok(rows: tuple[Row, ...], notices: tuple[str, ...] = _NOTICES) -> bo
 
 
 @frozen
-class _Box:
+class Box:
     first: int  # first visible input row
     last: int  # last visible input row (inclusive)
     prompt: int | None  # the ❯ row, when it is the first input row (None: pushed into history)
@@ -242,9 +242,9 @@ class _Box:
     end_hidden: bool = False  # the bottom rule says rows of text are hidden below (``↓ N more``)
 
 
-def _find_box(
+def find_box_in(
     rows: tuple[Row, ...], width: int, fullscreen: bool, *, indicators: bool = False
-) -> tuple[_Box | None, str]:
+) -> tuple[Box | None, str]:
     """The live box at the bottom of the screen, or ``None`` and what is wrong.
 
     With ``indicators`` (dialects since 2.1.326, fullscreen) the box's rules may
@@ -274,12 +274,12 @@ def _find_box(
             if not bottom(i):
                 return None, "the input box is not followed by its bottom rule"
             hidden = not _is_bottom_rule(rows[i], width)
-            return _Box(first=p, last=i - 1, prompt=prompt, top_rule=p - 1, bottom_rule=i, end_hidden=hidden), ""
+            return Box(first=p, last=i - 1, prompt=prompt, top_rule=p - 1, bottom_rule=i, end_hidden=hidden), ""
         if not fullscreen:
             return None, "the input box has no bottom rule"
         if _blank(rows[n - 1]):
             return None, "the input box runs into blank rows at the bottom of the screen"
-        return _Box(first=p, last=n - 1, prompt=prompt, top_rule=p - 1, bottom_rule=None), ""
+        return Box(first=p, last=n - 1, prompt=prompt, top_rule=p - 1, bottom_rule=None), ""
     if fullscreen:
         return None, "no input box (a ❯ row under a top rule) at the bottom of the screen"
     # Inline, a box taller than the pane: input rows from row 0 down to the bottom rule.
@@ -290,7 +290,7 @@ def _find_box(
     first_ok = rows[0].text.startswith(PROMPT) or _is_continuation(rows[0])
     if first_ok and not _blank(rows[0]) and all(_is_continuation(r) for r in rows[1:b]):
         prompt = 0 if rows[0].text.startswith(PROMPT) else None
-        return _Box(first=0, last=b - 1, prompt=prompt, top_rule=None, bottom_rule=b), ""
+        return Box(first=0, last=b - 1, prompt=prompt, top_rule=None, bottom_rule=b), ""
     return None, "no input box at the bottom of the screen"
 
 
@@ -370,7 +370,7 @@ def _selected(row: Row, text: str, prefix: str) -> bool:
     return style is not None and style.fg == MENU_CURSOR_FG
 
 
-def _find_dialog(rows: tuple[Row, ...], width: int, *, held_hint: bool = False) -> str | None:
+def find_dialog_in(rows: tuple[Row, ...], width: int, *, held_hint: bool = False) -> str | None:
     """The name of the known dialog at the bottom of the screen, or ``None``.
 
     With ``held_hint`` (dialects since 2.1.331) the held-message dialog may end
@@ -449,14 +449,14 @@ class Claude21316(StandardChecks):
 
     # The parts a later dialect may draw differently; each dialect module overrides what changed.
 
-    def find_box(self, rows: tuple[Row, ...], width: int, fullscreen: bool) -> tuple[_Box | None, str]:
-        return _find_box(rows, width, fullscreen)
+    def find_box(self, rows: tuple[Row, ...], width: int, fullscreen: bool) -> tuple[Box | None, str]:
+        return find_box_in(rows, width, fullscreen)
 
     def find_dialog(self, rows: tuple[Row, ...], width: int) -> str | None:
-        return _find_dialog(rows, width)
+        return find_dialog_in(rows, width)
 
     #: The transient notices the footer may show beside or instead of the mode line.
-    notices: tuple[str, ...] = _NOTICES
+    notices: tuple[str, ...] = BASE_NOTICES
 
 
 def _not_recognised(renderer: Renderer, detail: str, max_rows: int = 0) -> BoxReading:

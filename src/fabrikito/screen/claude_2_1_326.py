@@ -18,7 +18,7 @@ What changed, from captures of the real binaries (2.1.326 to 2.1.330 draw alike)
 from __future__ import annotations
 
 from fabrikito.screen.ansi import Row
-from fabrikito.screen.claude_2_1_316 import _NOTICES, Claude21316, _Box, _find_box
+from fabrikito.screen.claude_2_1_316 import BASE_NOTICES, Box, Claude21316, find_box_in
 
 DIALECT = "claude-2.1.326"
 _RENAMED = {"Ctrl+Y to paste deleted text": "ctrl+y to paste deleted text", "Esc again to clear": "esc again to clear"}
@@ -28,7 +28,7 @@ _GONE = frozenset(
         "Scroll wheel is sending arrow keys · use PgUp/PgDn to scroll",
     }
 )
-NOTICES = tuple(_RENAMED.get(n, n) for n in _NOTICES if n not in _GONE)
+NOTICES = tuple(_RENAMED.get(n, n) for n in BASE_NOTICES if n not in _GONE)
 
 
 class Claude21326(Claude21316):
@@ -37,5 +37,5 @@ class Claude21326(Claude21316):
     dialect = DIALECT
     notices = NOTICES
 
-    def find_box(self, rows: tuple[Row, ...], width: int, fullscreen: bool) -> tuple[_Box | None, str]:
-        return _find_box(rows, width, fullscreen, indicators=True)
+    def find_box(self, rows: tuple[Row, ...], width: int, fullscreen: bool) -> tuple[Box | None, str]:
+        return find_box_in(rows, width, fullscreen, indicators=True)

@@ -16,7 +16,7 @@ What changed, from captures of the real binaries (2.1.331 and 2.1.332 draw alike
 from __future__ import annotations
 
 from fabrikito.screen.ansi import Row
-from fabrikito.screen.claude_2_1_316 import _find_dialog
+from fabrikito.screen.claude_2_1_316 import find_dialog_in
 from fabrikito.screen.claude_2_1_326 import Claude21326
 
 DIALECT = "claude-2.1.331"
@@ -28,4 +28,4 @@ class Claude21331(Claude21326):
     dialect = DIALECT
 
     def find_dialog(self, rows: tuple[Row, ...], width: int) -> str | None:
-        return _find_dialog(rows, width, held_hint=True)
+        return find_dialog_in(rows, width, held_hint=True)

@@ -44,10 +44,11 @@ import re
 from fabrikito.base.values import replace
 from fabrikito.screen import NOT_READY, BoxReading, PaneSnapshot, Renderer, ScreenState
 from fabrikito.screen.agentscreen import (
-    BOX_TEXT_REASON,
     AgentScreen,
     blank,
+    box_reading,
     busy_reading,
+    empty_box,
     not_recognised,
     text,
 )
@@ -221,17 +222,8 @@ class Codex0171(AgentScreen):
         end_hidden = dims[-1].endswith("↓")
         dims[-1] = dims[-1].removesuffix("↓").strip(" ")
         box_rows = end - p + 1
-        reading = BoxReading(
-            state=ScreenState.BOX_TEXT,
-            renderer=renderer,
-            reason=BOX_TEXT_REASON,
-            detail="the input box holds text",
-            box_text="\n".join(texts),
-            box_rows=box_rows,
-            top_visible=not scrolled,
-            max_rows=box_rows,
-            full=scrolled or end_hidden,
-            ends_screen=not end_hidden,
+        reading = box_reading(
+            renderer, texts, top_visible=not scrolled, full=scrolled or end_hidden, ends_screen=not end_hidden
         )
         busy = _busy(rows, p, last)
         if busy:
@@ -243,14 +235,7 @@ class Codex0171(AgentScreen):
             return reading
         if box_rows != 1 or not placeholder_only:
             return replace(reading, detail="the input box holds blank lines")
-        if (snapshot.cursor_x, snapshot.cursor_y) != (len(PROMPT) + 1, p):
-            return replace(
-                reading,
-                state=ScreenState.NOT_RECOGNISED,
-                reason=NOT_READY,
-                detail=f"the cursor ({snapshot.cursor_x},{snapshot.cursor_y}) is not in the empty box (2,{p})",
-            )
-        return replace(reading, state=ScreenState.READY, reason="", detail=f"the input box is empty ({dims[0]})")
+        return empty_box(reading, snapshot, (len(PROMPT) + 1, p), f"the input box is empty ({dims[0]})")
 
 
 def _busy(rows: tuple[Row, ...], prompt: int, last: int) -> str:

@@ -38,7 +38,7 @@ import re
 
 from fabrikito.base.values import replace
 from fabrikito.screen import NOT_READY, BoxReading, PaneSnapshot, Renderer, ScreenState
-from fabrikito.screen.agentscreen import BOX_TEXT_REASON, AgentScreen, blank, busy_reading, not_recognised, text
+from fabrikito.screen.agentscreen import AgentScreen, blank, box_reading, busy_reading, empty_box, not_recognised, text
 from fabrikito.screen.ansi import Row
 
 VERSION = "0.61.0"
@@ -138,18 +138,7 @@ class Gemini061(AgentScreen):
         first_text, first_cursor = _row_text(first, len(PROMPT))
         texts = [first_text] + [_row_text(r, len(INDENT))[0] for r in rows[p + 1 : b]]
         box_rows = b - p
-        reading = BoxReading(
-            state=ScreenState.BOX_TEXT,
-            renderer=renderer,
-            reason=BOX_TEXT_REASON,
-            detail="the input box holds text",
-            box_text="\n".join(texts),
-            box_rows=box_rows,
-            top_visible=True,
-            max_rows=box_rows,
-            full=False,
-            ends_screen=True,
-        )
+        reading = box_reading(renderer, texts)
         empty = box_rows == 1 and first_cursor and first_text.strip(" ") == PLACEHOLDER
         if empty:
             reading = replace(reading, box_text="")
@@ -159,14 +148,7 @@ class Gemini061(AgentScreen):
             if reading.box_text.strip():
                 return reading
             return replace(reading, detail="the input box holds blank lines")
-        if (snapshot.cursor_x, snapshot.cursor_y) != (len(PROMPT), p):
-            return replace(
-                reading,
-                state=ScreenState.NOT_RECOGNISED,
-                reason=NOT_READY,
-                detail=f"the cursor ({snapshot.cursor_x},{snapshot.cursor_y}) is not in the empty box (3,{p})",
-            )
-        return replace(reading, state=ScreenState.READY, reason="", detail="the input box is empty")
+        return empty_box(reading, snapshot, (len(PROMPT), p), "the input box is empty")
 
 
 def _is_prompt_row(row: Row) -> bool:

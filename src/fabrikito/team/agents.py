@@ -31,8 +31,20 @@ from pathlib import Path
 from fabrikito.base.values import frozen
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy knows the name)
-if TYPE_CHECKING:
-    from fabrikito.team.teamfile import Seat, Team
+if TYPE_CHECKING:  # what this module reads of a team file's seat and team, so that it imports no teamfile
+    from typing import Protocol
+
+    class Seat(Protocol):
+        @property
+        def agent(self) -> str: ...
+        @property
+        def command(self) -> tuple[str, ...] | None: ...
+        @property
+        def cwd(self) -> Path: ...
+
+    class Team(Protocol):
+        @property
+        def agent(self) -> tuple[str, ...]: ...
 
 
 @frozen
