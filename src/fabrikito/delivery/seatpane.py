@@ -14,7 +14,7 @@ import os
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
-from fabrikito.base import procs
+from fabrikito.base import hostos, procs
 from fabrikito.base.errors import TmuxError
 from fabrikito.base.tmux import PANE_FIELDS, Pending, Server
 from fabrikito.base.values import frozen
@@ -62,7 +62,9 @@ class Agent:
     name: str
     version: str | None
     registry: Mapping[str, Any] | None  # its session registry entry (status, waitingFor...), when readable
-    exe: str | None = None  # the program it runs (/proc/<pid>/exe), for a local qualification's fingerprint
+    exe: str | None = (
+        None  # the program it runs (:func:`fabrikito.base.hostos.exe_path`), for a local qualification's fingerprint
+    )
 
 
 @frozen
@@ -242,10 +244,10 @@ def _other_agent_at(pid: int, name: str, argv: Sequence[str], exe: str | None) -
 def _resolved(path: str, pid: int) -> str | None:
     """``path`` as process ``pid`` sees it (relative to its working directory), links resolved."""
     if not os.path.isabs(path):
-        try:
-            path = os.path.join(os.readlink(f"/proc/{pid}/cwd"), path)
-        except OSError:
+        where = hostos.cwd(pid)
+        if where is None:
             return None
+        path = os.path.join(where, path)
     try:
         return os.path.realpath(path)
     except OSError:
