@@ -32,6 +32,7 @@ __all__ = [
     "environ",
     "exe_name",
     "exe_path",
+    "foreground_group",
     "info",
     "session_members",
 ]
@@ -39,6 +40,7 @@ __all__ = [
 info = hostos.info
 exe_path = hostos.exe_path
 exe_name = hostos.exe_name
+foreground_group = hostos.foreground_group
 cmdline = hostos.cmdline
 environ = hostos.environ
 children_of = hostos.children_of

@@ -175,7 +175,9 @@ def foreground_agent(pane_pid: int) -> Agent | None:
         pane_info = procs.info(pane_pid)
     except (procs.ProcessGone, procs.ProcessUnreadable):
         return None
-    foreground = pane_info.tty_pgrp if pane_info.tty_pgrp > 0 else pane_info.pgrp
+    foreground = procs.foreground_group(pane_info)
+    if foreground <= 0:
+        foreground = pane_info.pgrp
     for pid in _descendants(pane_pid):
         try:
             group = pane_info.pgrp if pid == pane_pid else procs.info(pid).pgrp

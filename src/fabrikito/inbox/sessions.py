@@ -335,10 +335,8 @@ def own_pid_domain() -> str | None:
 
 def process_liveness(pid: int, proc_start: str | None, pid_domain: str | None = None) -> Liveness:
     """Is the session's process still the one that wrote the file?"""
-    if pid_domain is not None:
-        ours = own_pid_domain()
-        if ours is not None and ours != pid_domain:
-            return Liveness.UNKNOWN
+    if pid_domain is not None and hostos.pid_domain_matches(pid_domain) is False:
+        return Liveness.UNKNOWN
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

@@ -19,7 +19,7 @@ class ProcInfo:
     ppid: int
     name: str
     start_ticks: int  # start time in clock ticks since boot (Linux: field 22 of the process's stat)
-    tty_pgrp: int  # foreground process group of the process's terminal (-1: none)
+    tty_pgrp: int  # foreground process group of its terminal (-1: none, or not read: hostos.foreground_group)
     pgrp: int = -1  # the process's own process group (-1: not known)
     sid: int = -1  # the process's session (-1: not known)
 

@@ -57,6 +57,11 @@ def info(pid: int) -> ProcInfo:
     return ProcInfo(pid=pid, ppid=ppid, name=name, start_ticks=start, tty_pgrp=tpgid, pgrp=pgrp, sid=sid)
 
 
+def foreground_group(proc: ProcInfo) -> int:
+    """The foreground process group of ``proc``'s terminal (-1: it has none): :func:`info` read it."""
+    return proc.tty_pgrp
+
+
 def stat(pid: int) -> Stat | None:
     """State, start time and parent, or ``None`` when the process cannot be read."""
     try:
@@ -164,6 +169,12 @@ def pid_domain() -> str | None:
     except OSError:
         return None
     return f"linux:{machine}:{ns}" if machine else None
+
+
+def pid_domain_matches(recorded: str) -> bool | None:
+    """Whether a ``pidDomain`` Claude Code recorded is this process's (``None``: this one cannot be read)."""
+    ours = pid_domain()
+    return None if ours is None else ours == recorded
 
 
 def peer_cred(sock: socket | _socket.socket) -> PeerCred:

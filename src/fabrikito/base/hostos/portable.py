@@ -42,6 +42,7 @@ LOCAL_PEERCRED = 0x001
 LOCAL_PEERPID = 0x002
 XUCRED_VERSION = 0
 XUCRED = struct.Struct("IIh16I")  # cr_version, cr_uid, cr_ngroups, cr_groups[NGROUPS] (76 bytes)
+PS_TIMEOUT = 5.0
 _STATES = {"zombie": "Z", "dead": "X", "stopped": "T", "running": "R", "sleeping": "S", "disk-sleep": "D"}
 
 
@@ -65,22 +66,6 @@ def _process(pid: int) -> psutil_types.Process:
         raise ProcessUnreadable(f"process {pid}: {exc}") from None
 
 
-def _foreground(terminal: str | None) -> int:
-    """The foreground process group of a terminal device (``tcgetpgrp``), -1 when it cannot be told."""
-    if not terminal:
-        return -1
-    try:
-        fd = os.open(terminal, os.O_RDONLY | os.O_NOCTTY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
-        return -1
-    try:
-        return os.tcgetpgrp(fd)
-    except OSError:
-        return -1
-    finally:
-        os.close(fd)
-
-
 def info(pid: int) -> ProcInfo:
     import psutil
 
@@ -92,7 +77,7 @@ def info(pid: int) -> ProcInfo:
                 ppid=proc.ppid(),
                 name=proc.name(),
                 start_ticks=_ticks(proc.create_time(), psutil.boot_time()),
-                tty_pgrp=_foreground(proc.terminal()),
+                tty_pgrp=-1,  # psutil does not read it: foreground_group asks ps
                 pgrp=os.getpgid(pid),
                 sid=os.getsid(pid),
             )
@@ -100,6 +85,26 @@ def info(pid: int) -> ProcInfo:
         raise ProcessGone(pid) from None
     except (psutil.Error, OSError) as exc:
         raise ProcessUnreadable(f"process {pid}: {exc}") from None
+
+
+def foreground_group(proc: ProcInfo) -> int:
+    """The foreground process group of ``proc``'s terminal (-1: it has none, or it cannot be told).
+
+    Neither psutil nor ``tcgetpgrp`` tells it for a terminal that is not this process's own (both systems
+    answer ``ENOTTY``); ``ps -o tpgid`` reads it from the kernel's process table on macOS and Linux alike.
+    """
+    if proc.tty_pgrp > 0:
+        return proc.tty_pgrp
+    from fabrikito.base import spawn
+
+    try:
+        code, out, _err = spawn.run(["ps", "-o", "tpgid=", "-p", str(proc.pid)], b"", PS_TIMEOUT, os.environ)
+    except (OSError, spawn.TimedOut):
+        return -1
+    try:
+        return int(out) if code == 0 else -1
+    except ValueError:
+        return -1
 
 
 def stat(pid: int) -> Stat | None:
@@ -216,6 +221,15 @@ def pids() -> list[int]:
 
 def pid_domain() -> str | None:
     """Claude Code's ``pidDomain`` is written on Linux only (``linux:…``); elsewhere there is none to compare."""
+    return None
+
+
+def pid_domain_matches(recorded: str) -> bool | None:
+    """Whether a ``pidDomain`` Claude Code recorded is this process's: a Linux one, off Linux, is not (the
+    entry was written on another system sharing the folder); anything else cannot be told (``None``: the
+    pid is checked as it is)."""
+    if recorded.startswith("linux:") and not sys.platform.startswith("linux"):
+        return False
     return None
 
 
