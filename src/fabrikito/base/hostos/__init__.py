@@ -67,6 +67,7 @@ def portable_wanted(env: dict[str, str] | os._Environ[str], platform: str) -> bo
 
 PORTABLE = portable_wanted(os.environ, sys.platform)
 
+# The same names from either module, listed twice so mypy checks that each module's match the other's.
 if PORTABLE:
     from fabrikito.base.hostos.portable import (
         EVIDENCE_OUTLIVES_SENDER,
