@@ -35,6 +35,10 @@ KIT = {"PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")}
 #: The environment the tests were started with, before :func:`scrub`.
 MACHINE: dict[str, str] = dict(os.environ)
 
+#: The implementation of fabrikito.base.hostos a run of the tests forces (scripts/test's portable pass:
+#: ``FABRIKITO_PORTABLE=1``), handed on to everything a test starts so the code a Mac runs runs there too.
+HOSTOS = {name: MACHINE[name] for name in ("FABRIKITO_PORTABLE",) if name in MACHINE}
+
 #: Never handed on, not even to the tooling: a session's tmux and messaging context, fabrikito's own switches.
 _NEVER = ("TMUX", "TMUX_PANE", "TEAM_ROLE", "CLAUDECODE", "CLAUDE_CODE_", "FABRIKITO")
 
@@ -45,6 +49,7 @@ def user_env(extra: Mapping[str, str] | None = None, **more: str) -> dict[str, s
     now = {name: os.environ[name] for name in ALLOWED if name in os.environ}
     env = {**{name: MACHINE[name] for name in ALLOWED if name in MACHINE}, **now}
     env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
+    env.update(HOSTOS)
     env.update(extra or {})
     env.update(more)
     return env
@@ -52,7 +57,7 @@ def user_env(extra: Mapping[str, str] | None = None, **more: str) -> dict[str, s
 
 def leaks(env: Mapping[str, str], on_purpose: Mapping[str, str] | frozenset[str] = frozenset()) -> list[str]:
     """The names in ``env`` that are neither allowed, nor the runner's or the kit's, nor set on purpose."""
-    return sorted(name for name in env if name not in (*ALLOWED, *RUNNER, *KIT) and name not in on_purpose)
+    return sorted(name for name in env if name not in (*ALLOWED, *RUNNER, *KIT, *HOSTOS) and name not in on_purpose)
 
 
 def environ_of(pid: int) -> dict[str, str]:

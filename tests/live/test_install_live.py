@@ -123,3 +123,47 @@ def test_wheel_installed_with_uv_runs_init_check_and_the_demo(tmp_path: Path, us
             pass
     assert stopped.returncode == 0, stopped.stderr
     assert "stand-in model stopped" in stopped.stdout
+
+
+def readme_install_lines() -> list[str]:
+    """The install commands of the README's "install it like any Python tool" block, each ``or:`` one too."""
+    text = (REPO / "README.md").read_text()
+    block = text.partition("Or install it like any Python tool")[2].partition("```sh\n")[2].partition("```")[0]
+    lines = []
+    for row in block.splitlines():
+        command, _, comment = row.partition("#")
+        lines.append(command.strip())
+        lines += [alt.strip() for alt in comment.split("or:")[1:]]
+    return [line for line in lines if line.startswith(("pipx install", "uv tool install"))]
+
+
+def test_the_readme_s_install_lines_work_as_written(tmp_path: Path) -> None:
+    """Each install line of the README, run as written (from this checkout; ``$URL`` this repository's
+    ``file://`` URL) with pipx and uv fresh from PyPI, in a HOME of its own, gives a working ``fabrikito``."""
+    lines = readme_install_lines()
+    assert sorted(lines) == sorted(
+        ["pipx install .", "uv tool install .", 'pipx install "git+$URL"', 'uv tool install "git+$URL"']
+    )
+    tools = tmp_path / "tools"
+    made = _run([sys.executable, "-m", "venv", str(tools)], env=userenv.tooling_env(), cwd=tmp_path)
+    assert made.returncode == 0, made.stderr
+    got = _run(
+        [str(tools / "bin" / "pip"), "install", "--quiet", "pipx", "uv"], env=userenv.tooling_env(), cwd=tmp_path
+    )
+    assert got.returncode == 0, got.stderr
+    machine = {k: v for k, v in userenv.tooling_env().items() if k.startswith(("SSL_", "REQUESTS_", "PIP_"))}
+    for n, line in enumerate(lines):
+        home = tmp_path / f"home-{n}"
+        home.mkdir()
+        env = userenv.user_env(
+            machine,
+            HOME=str(home),
+            PATH=f"{tools / 'bin'}:/usr/bin:/bin",
+            URL=f"file://{REPO}",
+            UV_SYSTEM_CERTS="1",  # this machine's TLS goes through its own certificate authority
+        )
+        done = _run(["/bin/sh", "-c", line], env=env, cwd=REPO)
+        assert done.returncode == 0, f"{line}: {done.stdout[-2000:]}{done.stderr[-2000:]}"
+        installed = home / ".local" / "bin" / "fabrikito"
+        version = _run([str(installed), "--version"], env=userenv.user_env(HOME=str(home)), cwd=home)
+        assert version.returncode == 0 and version.stdout.startswith("fabrikito "), (line, version.stderr)

@@ -34,6 +34,7 @@ from collections.abc import Callable, Sequence
 from enum import StrEnum
 from pathlib import Path
 
+from fabrikito.base import hostos
 from fabrikito.base.errors import FabrikitoError
 from fabrikito.base.spawn import TimedOut
 from fabrikito.base.spawn import run as spawn_run
@@ -45,8 +46,8 @@ COMMAND_TIMEOUT = 30.0
 PERSIST = "10m"
 CONFIG_VARIABLE = "FABRIKITO_SSH_CONFIG"
 SSH_FAILED = 255
-#: A unix socket path is at most 107 bytes; ssh adds a temporary suffix of 17 while it makes one.
-SOCKET_ROOM = 107 - 17
+#: A unix socket path is at most 107 bytes (103 on macOS); ssh adds a temporary suffix of 17 while it makes one.
+SOCKET_ROOM = hostos.MAX_SOCKET_PATH - 17
 #: The exit status of a remote shell that did not find the command.
 NOT_FOUND = 127
 
@@ -110,7 +111,7 @@ class Host:
         if len(path.encode()) <= SOCKET_ROOM:
             return path
         # A deep checkout: the socket goes where a short path is sure (still private to this user).
-        base = os.environ.get("XDG_RUNTIME_DIR") or f"/tmp/fabrikito-ssh-{os.getuid()}"  # noqa: S108
+        base = os.environ.get("XDG_RUNTIME_DIR") or f"{hostos.SHORT_ROOT}/fabrikito-ssh-{os.getuid()}"
         where = hashlib.sha256(str(self.control_dir).encode("utf-8", "surrogateescape")).hexdigest()[:12]
         return os.path.join(base, f"{where}-{name}")
 

@@ -59,7 +59,7 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 
-from fabrikito.base import spawn
+from fabrikito.base import hostos, spawn
 from fabrikito.base.errors import TmuxError
 from fabrikito.base.tmux import Pending, Server, buffer_name
 
@@ -106,7 +106,7 @@ class Control:
         self.lines: list[bytes] = []
         self.broken: str | None = None  # why it cannot be used (in this process)
         self.session_id = ""  # its session's, once attached
-        self.lock_fd = os.memfd_create("fabrikito-tmux-control")
+        self.lock_fd = hostos.lock_file("fabrikito-tmux-control")
         try:
             self.proc = server.start_control_client(CONTROL_SESSION)
         except OSError:

@@ -21,7 +21,7 @@ selector, nothing blocks): each must bring its whole request within
 once (a new one past that drops the oldest), at most :data:`MAX_RUNNING` commands
 run at once (past that it declines), and a request over
 :data:`~fabrikito.cli.wire.MAX_REQUEST` is declined whole, unread.  It runs
-commands for its own user only (``SO_PEERCRED``), from the same copy of
+commands for its own user only (the peer's credentials, :func:`fabrikito.base.hostos.peer_cred`), from the same copy of
 fabrikito only, and only ``say``, ``flush`` and ``status``; it declines
 anything else (the command then runs in the asking process), and any request
 once the package's files changed since it started (an upgrade or an edit: it
@@ -44,13 +44,12 @@ import selectors
 import signal
 import socket
 import stat
-import struct
 import sys
 import time
 import traceback
 from pathlib import Path
 
-from fabrikito.base import daemons, procs, tmuxcontrol
+from fabrikito.base import daemons, hostos, procs, tmuxcontrol
 from fabrikito.base.errors import FabrikitoError, TmuxError
 from fabrikito.cli import wire
 from fabrikito.cli.serverctl import MODULE, connect_control, lock_path, socket_path
@@ -207,11 +206,12 @@ class Server:
             except OSError:  # out of descriptors: those waiting are taken once some are closed
                 return
             try:
-                pid, uid, _gid = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))
+                cred = hostos.peer_cred(conn)
             except OSError:
                 conn.close()
                 continue
-            if uid != os.getuid() or pid <= 0:
+            pid = cred.pid
+            if cred.uid != os.getuid() or pid is None:
                 conn.close()
                 continue
             conn.setblocking(False)

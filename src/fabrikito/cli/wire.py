@@ -47,6 +47,8 @@ import os
 import sys
 import time
 
+from fabrikito.base import hostos
+
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy knows the name)
 if TYPE_CHECKING:
     import signal as _signal  # the same functions and numbers; its stubs are the typed ones
@@ -60,7 +62,7 @@ ASK_WAIT = 1.0  # seconds from connecting to the server's "started"
 SERVED = ("say", "flush", "status")  # the commands the server runs; anything else is declined
 GUARDED = ("say", "flush")  # those that owe a log line: a stop signal is held until their guard is up
 STATE_ROOT = ".state"  # as fabrikito.base.statedir.STATE_ROOT
-MAX_SUN_PATH = 107  # sockaddr_un's sun_path, less its NUL
+MAX_SUN_PATH = hostos.MAX_SOCKET_PATH  # sockaddr_un's sun_path, less its NUL
 FORWARDED = (_signal.SIGINT, _signal.SIGTERM, _signal.SIGHUP)
 STDIO = (0, 1, 2)
 GO = b"go\n"
@@ -403,6 +405,5 @@ def _connect(sock: _socket.socket, where: str, name: str) -> bool:
 
 
 def _peer_uid(sock: _socket.socket) -> int:
-    """The uid of the process at the other end (``SO_PEERCRED``: pid, uid, gid as C ints)."""
-    cred = sock.getsockopt(_socket.SOL_SOCKET, _socket.SO_PEERCRED, 12)
-    return int.from_bytes(cred[4:8], sys.byteorder)
+    """The uid of the process at the other end (:func:`fabrikito.base.hostos.peer_cred`)."""
+    return hostos.peer_cred(sock).uid

@@ -14,7 +14,7 @@ import os
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
-from fabrikito.base import procs
+from fabrikito.base import hostos, procs
 from fabrikito.base.errors import TmuxError
 from fabrikito.base.tmux import PANE_FIELDS, Pending, Server
 from fabrikito.base.values import frozen
@@ -62,7 +62,9 @@ class Agent:
     name: str
     version: str | None
     registry: Mapping[str, Any] | None  # its session registry entry (status, waitingFor...), when readable
-    exe: str | None = None  # the program it runs (/proc/<pid>/exe), for a local qualification's fingerprint
+    exe: str | None = (
+        None  # the program it runs (:func:`fabrikito.base.hostos.exe_path`), for a local qualification's fingerprint
+    )
 
 
 @frozen
@@ -173,7 +175,9 @@ def foreground_agent(pane_pid: int) -> Agent | None:
         pane_info = procs.info(pane_pid)
     except (procs.ProcessGone, procs.ProcessUnreadable):
         return None
-    foreground = pane_info.tty_pgrp if pane_info.tty_pgrp > 0 else pane_info.pgrp
+    foreground = procs.foreground_group(pane_info)
+    if foreground <= 0:
+        foreground = pane_info.pgrp
     for pid in _descendants(pane_pid):
         try:
             group = pane_info.pgrp if pid == pane_pid else procs.info(pid).pgrp
@@ -242,10 +246,10 @@ def _other_agent_at(pid: int, name: str, argv: Sequence[str], exe: str | None) -
 def _resolved(path: str, pid: int) -> str | None:
     """``path`` as process ``pid`` sees it (relative to its working directory), links resolved."""
     if not os.path.isabs(path):
-        try:
-            path = os.path.join(os.readlink(f"/proc/{pid}/cwd"), path)
-        except OSError:
+        where = hostos.cwd(pid)
+        if where is None:
             return None
+        path = os.path.join(where, path)
     try:
         return os.path.realpath(path)
     except OSError:

@@ -3,9 +3,10 @@
 Under ``.state/<team>/inbox/`` (0700): ``<role>.lock`` (held while it runs),
 ``<role>.json`` (its pid, socket, registry files), ``<role>.sock`` (0600),
 ``<role>.log`` (connections it closed, and why) and ``<role>.err`` (what the
-process printed).  A Unix socket path holds at most 107 bytes: when
-``.state`` lies deeper than that allows, the socket goes to
-``/tmp/fabrikito-<uid>/inbox-<hash>.sock`` (a 0700 directory of this user's).
+process printed).  A Unix socket path holds at most 107 bytes (103 on macOS:
+:data:`fabrikito.base.hostos.MAX_SOCKET_PATH`): when ``.state`` lies deeper
+than that allows, the socket goes to ``/tmp/fabrikito-<uid>/inbox-<hash>.sock``
+(``/private/tmp`` on macOS, where ``/tmp`` is a link; a 0700 directory of this user's).
 
 Kept apart from :mod:`fabrikito.inbox.server` so ``status`` and ``down`` read
 and clean up without the server's machinery.
@@ -20,7 +21,7 @@ import stat
 from collections.abc import Mapping
 from pathlib import Path
 
-from fabrikito.base import daemons, procs, statedir
+from fabrikito.base import daemons, hostos, procs, statedir
 from fabrikito.base.errors import StateFileError
 from fabrikito.base.values import frozen
 from fabrikito.team.teamfile import Team
@@ -29,8 +30,8 @@ INBOX_DIR = "inbox"
 ERR_SUFFIX = ".err"
 INBOX_MARK = "fabrikitoInbox"
 """The registry entry's key that says fabrikito's inbox wrote it (Claude Code ignores it)."""
-MAX_SOCKET_PATH = 107
-SHORT_ROOT = "/tmp"  # noqa: S108 (a per-user 0700 directory is made in it, and checked)
+MAX_SOCKET_PATH = hostos.MAX_SOCKET_PATH
+SHORT_ROOT = hostos.SHORT_ROOT
 
 
 @frozen

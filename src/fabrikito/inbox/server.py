@@ -53,7 +53,7 @@ import time
 import uuid
 from pathlib import Path
 
-from fabrikito.base import daemons, procs, statedir
+from fabrikito.base import daemons, hostos, procs, statedir
 from fabrikito.base.errors import FabrikitoError, StateFileError
 from fabrikito.inbox import protocol
 from fabrikito.inbox.gate import Gate, Inbound, Verdict, read_arrival, seat_class
@@ -102,10 +102,9 @@ class Conn:
 
 def _peer_pid(sock: socket.socket) -> int | None:
     try:
-        raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12)
-    except (OSError, AttributeError):
+        return hostos.peer_cred(sock).pid
+    except OSError:
         return None
-    return int.from_bytes(raw[:4], sys.byteorder) or None
 
 
 class Inbox:

@@ -6,8 +6,8 @@ four steps; the first is here, the other three in :mod:`fabrikito.inbox.client`:
 1. **Discovery.**  :func:`list_sessions` reads every
    ``${CLAUDE_CONFIG_DIR:-$HOME/.claude}/sessions/<pid>.json`` into a
    :class:`SessionEntry` and checks its process: the pid must be alive, not a
-   zombie, and (on Linux) started at the ``procStart`` the file records
-   (field 22 of ``/proc/<pid>/stat``), so a reused pid is not trusted.
+   zombie, and started at the ``procStart`` the file records (clock ticks
+   since boot, :func:`fabrikito.base.hostos.stat`), so a reused pid is not trusted.
    :func:`find` picks by name (and cwd): several live matches raise
    :class:`AmbiguousError` listing them, only dead ones :class:`StaleError`, none
    :class:`NoSuchSessionError`.
@@ -55,6 +55,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from enum import StrEnum
 
+from fabrikito.base import hostos
 from fabrikito.base.errors import FabrikitoError, UsageError
 from fabrikito.base.procs import config_dir_name
 from fabrikito.base.values import frozen
@@ -327,52 +328,15 @@ def list_sessions(
 # -- processes ----------------------------------------------------------------------
 
 
-def _proc_stat(pid: int) -> tuple[str, str, int] | None:
-    """(state, start time in clock ticks as text, ppid) from ``/proc/<pid>/stat``, or ``None``."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            raw = f.read().decode("ascii", "replace")
-    except OSError:
-        return None
-    after = raw.rpartition(")")[2].split()
-    # after[0] is field 3 (state); field 22 (starttime) is after[19]; field 4 (ppid) is after[1].
-    if len(after) < 20:
-        return None
-    try:
-        return after[0], after[19], int(after[1])
-    except ValueError:
-        return None
-
-
 def own_pid_domain() -> str | None:
-    """``linux:<machine id>:pid:[<pid namespace>]``, as Claude Code writes ``pidDomain``; ``None`` off Linux.
-
-    Measured on 2.1.316: the middle part is ``/etc/machine-id`` (not the boot id).
-    """
-    machine = None
-    for path in ("/etc/machine-id", "/var/lib/dbus/machine-id"):
-        try:
-            with open(path, encoding="ascii") as f:
-                machine = f.read().strip()
-        except OSError:
-            continue
-        if machine:
-            break
-    try:
-        ns = os.readlink("/proc/self/ns/pid")
-    except OSError:
-        return None
-    if not machine:
-        return None
-    return f"linux:{machine}:{ns}"
+    """``linux:<machine id>:pid:[<pid namespace>]``, as Claude Code writes ``pidDomain``; ``None`` off Linux."""
+    return hostos.pid_domain()
 
 
 def process_liveness(pid: int, proc_start: str | None, pid_domain: str | None = None) -> Liveness:
     """Is the session's process still the one that wrote the file?"""
-    if pid_domain is not None:
-        ours = own_pid_domain()
-        if ours is not None and ours != pid_domain:
-            return Liveness.UNKNOWN
+    if pid_domain is not None and hostos.pid_domain_matches(pid_domain) is False:
+        return Liveness.UNKNOWN
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -381,14 +345,12 @@ def process_liveness(pid: int, proc_start: str | None, pid_domain: str | None = 
         pass
     except OSError:
         return Liveness.UNKNOWN
-    stat = _proc_stat(pid)
-    if stat is None:
-        # No /proc (macOS), or the process ended just now.
-        return Liveness.DEAD if os.path.isdir("/proc/self") else Liveness.ALIVE
-    state, start, _ = stat
-    if state in ("Z", "X"):
+    stat = hostos.stat(pid)
+    if stat is None:  # it ended just now, or it cannot be read
+        return Liveness.UNKNOWN if hostos.alive(pid) else Liveness.DEAD
+    if stat.state in ("Z", "X"):
         return Liveness.DEAD
-    if proc_start is not None and start != proc_start:
+    if proc_start is not None and stat.start is not None and stat.start != proc_start:
         return Liveness.REUSED
     return Liveness.ALIVE
 
@@ -397,10 +359,9 @@ def is_ancestor(pid: int, *, start: int | None = None) -> bool | None:
     """Whether ``pid`` is an ancestor of ``start`` (default: this process); ``None`` when it cannot be told."""
     current = os.getpid() if start is None else start
     for _ in range(4096):
-        stat = _proc_stat(current)
-        if stat is None:
+        parent = hostos.parent(current)
+        if parent is None:
             return None
-        parent = stat[2]
         if parent == pid:
             return True
         if parent <= 1:

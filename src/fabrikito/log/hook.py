@@ -407,47 +407,9 @@ def resolve_uds(socket_path: str, roster: Roster, *, deadline: float) -> str | N
 
 def socket_owner(socket_path: str, *, deadline: float) -> int | None:
     """The pid of a process holding the listening unix socket bound at ``socket_path``."""
-    inodes = _listening_inodes(socket_path)
-    if inodes is None:
-        return _socket_owner_psutil(socket_path)
-    if not inodes:
-        return None
-    wanted = {f"socket:[{inode}]" for inode in inodes}
-    for pid in _candidate_pids(socket_path):
-        if _holds(pid, wanted):
-            return pid
-    try:
-        entries = os.listdir("/proc")
-    except OSError:
-        return None
-    for entry in entries:
-        if time.monotonic() >= deadline:
-            return None
-        if entry.isdigit() and _holds(int(entry), wanted):
-            return int(entry)
-    return None
+    from fabrikito.base import hostos  # only for a uds: address
 
-
-def _listening_inodes(socket_path: str) -> set[str] | None:
-    """Inodes of listening sockets bound at the path (``None`` when /proc/net/unix cannot be read)."""
-    try:
-        with open("/proc/net/unix", "rb") as handle:
-            table = handle.read().decode("utf-8", "surrogateescape")
-    except OSError:
-        return None
-    paths = {socket_path, os.path.realpath(socket_path)}
-    inodes = set()
-    for row in table.split("\n")[1:]:
-        parts = row.split(None, 7)
-        # Num RefCount Protocol Flags Type St Inode Path; flag 0x10000 marks a listening socket.
-        if len(parts) == 8 and parts[7] in paths:
-            try:
-                listening = int(parts[3], 16) & 0x10000
-            except ValueError:
-                continue
-            if listening:
-                inodes.add(parts[6])
-    return inodes
+    return hostos.socket_owner(socket_path, _candidate_pids(socket_path), deadline=deadline)
 
 
 def _candidate_pids(socket_path: str) -> list[int]:
@@ -476,33 +438,6 @@ def _candidate_pids(socket_path: str) -> list[int]:
     return found
 
 
-def _holds(pid: int, wanted: set[str]) -> bool:
-    fd_dir = f"/proc/{pid}/fd"
-    try:
-        fds = os.listdir(fd_dir)
-    except OSError:
-        return False
-    for fd in fds:
-        try:
-            if os.readlink(f"{fd_dir}/{fd}") in wanted:
-                return True
-        except OSError:
-            continue
-    return False
-
-
-def _socket_owner_psutil(socket_path: str) -> int | None:
-    try:
-        import psutil
-
-        for conn in psutil.net_connections(kind="unix"):
-            if isinstance(conn.laddr, str) and conn.laddr == socket_path and conn.pid is not None:
-                return int(conn.pid)
-    except Exception:
-        return None
-    return None
-
-
 def ancestors(pid: int) -> set[int]:
     """``pid`` and its ancestors, up to :data:`MAX_ANCESTORS`."""
     chain = {pid}
@@ -517,18 +452,9 @@ def ancestors(pid: int) -> set[int]:
 
 
 def _parent(pid: int) -> int | None:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            data = handle.read()
-        return int(data[data.rindex(b")") + 2 :].split()[1])
-    except (OSError, ValueError, IndexError):
-        pass
-    try:
-        import psutil
+    from fabrikito.base import hostos  # only for a uds: address
 
-        return int(psutil.Process(pid).ppid())
-    except Exception:
-        return None
+    return hostos.parent(pid)
 
 
 def _roster_panes(roster: Roster, deadline: float) -> list[tuple[int, str]]:

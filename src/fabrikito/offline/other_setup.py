@@ -30,7 +30,7 @@ import shutil
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 
-from fabrikito.base import procs
+from fabrikito.base import hostos, procs
 from fabrikito.base.tmux import Server
 from fabrikito.base.values import frozen
 from fabrikito.offline.claude_setup import (
@@ -278,12 +278,10 @@ def pids_with_home(home: Path) -> list[int]:
     """Processes whose ``HOME`` is ``home``: every process a seat started, whatever it re-parented to."""
     found = []
     wanted = str(home)
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
+    for pid in hostos.pids():
         try:
-            if procs.environ(int(entry)).get("HOME") == wanted:
-                found.append(int(entry))
+            if procs.environ(pid).get("HOME") == wanted:
+                found.append(pid)
         except (procs.ProcessGone, procs.ProcessUnreadable, OSError):
             continue
     return found
