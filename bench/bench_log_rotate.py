@@ -1,8 +1,8 @@
 """16 processes appending to messages.log while two helpers rotate it: nothing lost, torn or doubled.
 
-Each writer appends ``BENCH_LINES`` lines as the hook does (one ``write()``
-per line on an ``O_APPEND`` descriptor opened for the line,
-:func:`fabrikito.log.logline.append_hook`); two rotators (the worker and the
+The writers are bench_log_append.py's (``BENCH_LINES`` lines each, as the
+hook appends: one ``write()`` per line on an ``O_APPEND`` descriptor opened
+for the line); two rotators (the worker and the
 command server can both be running) call :func:`fabrikito.base.rotate.rotate`
 in a loop with a small size limit, so the log rotates hundreds of times during
 the run.  Afterwards every generation is read: every line must be there once,
@@ -24,22 +24,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "src")]
 
+from bench.bench_log_append import LINES, WRITERS, writer  # noqa: E402 -- the same writers, with rotation
 from bench.report import write_section  # noqa: E402
 
 from fabrikito.base import rotate  # noqa: E402
-from fabrikito.log import logline, msglog  # noqa: E402
+from fabrikito.log import msglog  # noqa: E402
 
-WRITERS = int(os.environ.get("BENCH_WRITERS", "16"))
-LINES = int(os.environ.get("BENCH_LINES", "5000"))
-MAX_SIZE = int(os.environ.get("BENCH_MAX_SIZE", str(64 * 1024)))
-
-
-def writer(log: str, n: int, barrier: mp.synchronize.Barrier) -> None:
-    lines = [logline.format_line(0, f"w{n}", "em", "sent", f"{i} " + "x\t" * ((i * 7919) % 256)) for i in range(LINES)]
-    barrier.wait()
-    for line in lines:
-        if not logline.append_hook(log, line):
-            raise SystemExit(f"writer {n}: a line was not written")
+MAX_SIZE = int(os.environ.get("BENCH_MAX_SIZE", str(1024 * 1024)))
 
 
 def rotator(log: str, stop: mp.synchronize.Event, counter: mp.sharedctypes.Synchronized[int]) -> None:

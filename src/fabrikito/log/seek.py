@@ -159,14 +159,11 @@ def tail_offset(fd: int, count: int, *, end: int | None = None) -> tuple[int, in
 
 def lines(fd: int, start: int = 0, *, chunk: int = 1 << 20) -> Iterator[tuple[int, bytes]]:
     """(offset, line) from the line start ``start`` to the end; the last one may lack its newline."""
-    offset = start
+    from fabrikito.base.rotate import read_fd
+
     pending = b""
     pending_at = start
-    while True:
-        data = os.pread(fd, chunk, offset)
-        if not data:
-            break
-        offset += len(data)
+    for data in read_fd(fd, start=start, chunk=chunk):
         pending += data
         at = 0
         while True:
