@@ -150,7 +150,7 @@ def main() -> None:
     server = Server(socket_name=socket, timeout=20.0)
     shown = screens()
     rows = []
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as tmp:
         base = Path(tmp)
         (base / "bin").mkdir()
         (base / "bin" / "tmux").write_text(SHIM.format(tmux=tmux))
@@ -180,6 +180,7 @@ def main() -> None:
                     bares.append(bare(env))
                     cpus.append(collect_cpu(team))
                 queued = queue_one_each(cli, path, env)
+                worker.stop(team)  # its background worker: the rounds are timed here, alone
                 for _ in range(RUNS):
                     rounds.append(worker_round_cpu(team))
                 wall, floor = statistics.median(walls), statistics.median(bares)
@@ -190,6 +191,7 @@ def main() -> None:
                 )
                 rows.append(row)
                 print(row, flush=True)
+                worker.stop(team)  # the one say --queue started: it must not run into the next count's rounds
                 for seat in team.seats:
                     server.run("kill-session", "-t", f"={seat.session}")
         finally:

@@ -214,7 +214,7 @@ def list_panes(server: Server, started: Pending | None = None) -> tuple[list[sea
 def collect(
     team: Team, *, server: Server | None = None, screens: bool = True, listing: Pending | None = None
 ) -> Status:
-    """Everything ``status`` shows, with at most two tmux calls.
+    """Everything ``status`` shows, with at most two tmux calls (up to about 55 seats; one more per 55).
 
     Each call works while fabrikito does: ``listing`` is the pane list begun by
     the caller (:meth:`Server.start_list_panes`), and the screens' call is
@@ -228,8 +228,7 @@ def collect(
     by_session = {seat.session: seatpane.pane_of_session(rows, seat.session) for seat in team.seats}
     pane_ids = [r.pane_id for s in team.seats if (r := by_session[s.session]) is not None and not r.dead]
     looking = seatpane.start_looks(srv, pane_ids if screens else [])
-    if looking.args:
-        calls += 1
+    calls += len(looking.chains)  # one for up to about 55 seats (seatpane.CHAIN_BYTES)
     agents: dict[str, seatpane.Agent | None] = {}
     for seat in team.seats:
         row = by_session[seat.session]
