@@ -130,13 +130,26 @@ def test_parse_when() -> None:
 def test_follow_prints_lines_as_they_come(team: Path) -> None:
     log = team.parent / ".state" / "sf" / "messages.log"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "fabrikito", "log", "--team", str(team), "--follow", "--json", "--from", "em"],
+        [
+            sys.executable,
+            "-m",
+            "fabrikito",
+            "log",
+            "--team",
+            str(team),
+            "--follow",
+            "-n",
+            "1",
+            "--json",
+            "--from",
+            "em",
+        ],
         stdout=subprocess.PIPE,
         env={**os.environ, "PYTHONPATH": str(SRC)},
     )
     try:
         assert proc.stdout is not None
-        first = json.loads(proc.stdout.readline())  # the foreign line is never filtered out
+        first = json.loads(proc.stdout.readline())  # -n 1: the last line shown; a foreign one is never filtered
         assert first["record"]["kind"] == "foreign"
         with open(log, "ab") as handle:  # completes the torn line
             handle.write(b"\n")

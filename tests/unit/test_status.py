@@ -170,12 +170,14 @@ def test_reading_backwards_in_blocks_equals_reading_it_all(pairs: list[tuple[str
     with tempfile.TemporaryDirectory() as d:
         log = Path(d) / "messages.log"
         write_log(log, lines)
-        old = status.TAIL_BLOCK
-        status.TAIL_BLOCK = block
+        from fabrikito.log import seek
+
+        old = seek.BLOCK
+        seek.BLOCK = block  # status reads back with the log's reader, a block at a time
         try:
             assert status.last_message_times(log, ROLES) == naive(lines)
         finally:
-            status.TAIL_BLOCK = old
+            seek.BLOCK = old
 
 
 # -- output -------------------------------------------------------------------------------

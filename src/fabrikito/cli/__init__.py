@@ -97,7 +97,13 @@ def _build_log(p: argparse.ArgumentParser) -> None:
     p.add_argument("--outcome", action="append", metavar="OUTCOME", help="only lines with OUTCOME (repeatable)")
     p.add_argument("--since", metavar="WHEN", help="from this local time (2026-10-30T14:05, 14:05) or age (10m, 2h)")
     p.add_argument("--until", metavar="WHEN", help="up to this local time or age, inclusive")
-    p.add_argument("--follow", "-f", action="store_true", help="keep printing lines as they are appended")
+    p.add_argument("-n", "--last", type=int, metavar="N", help="only the last N lines shown (after the filters)")
+    p.add_argument(
+        "--follow",
+        "-f",
+        action="store_true",
+        help="print lines as they are appended, from the end (with -n N: its last N first)",
+    )
     p.add_argument("--json", action="store_true", help="print JSON (JSON lines with --follow)")
     p.epilog = (
         "exit status: 0 shown (also when stopped with Ctrl-C or when the reader of the output went away); "

@@ -147,11 +147,27 @@ class Server:
         client now (:func:`~fabrikito.cli.serverctl.connect_control`)."""
         if not self.still_wanted():
             return False
+        self.upkeep()
         if self.control is None or self.control.broken is not None:
             if self.control is not None:
                 self.control.close()  # its pipes (its client has ended)
             self.connect()
         return True
+
+    def upkeep(self) -> None:
+        """Rotate the team's logs when due (:mod:`fabrikito.log.upkeep`); a team file that no longer
+        loads is the next check's business."""
+        from fabrikito.base.errors import FabrikitoError
+        from fabrikito.log import upkeep
+        from fabrikito.team import teamfile
+
+        try:
+            notes = upkeep.upkeep(teamfile.load(self.team_path))
+        except FabrikitoError:
+            return
+        for note in notes:
+            if ":" in note:
+                print(f"fabrikito command server: {note}", file=sys.stderr, flush=True)
 
     def connect(self) -> None:
         """Connect the tmux control client its commands share, with the stop signals held until it is

@@ -37,7 +37,7 @@ from fabrikito.base.errors import FabrikitoError, StateFileError, TmuxError
 from fabrikito.delivery import engine, queue, seatlock, seatpane
 from fabrikito.delivery.queue import Message, State
 from fabrikito.delivery.workerstate import MODULE, info_path, lock_held, lock_path, read_info, start_ticks
-from fabrikito.log import msglog
+from fabrikito.log import msglog, upkeep
 from fabrikito.screen import ScreenState, recogniser_for
 from fabrikito.team.teamfile import Team
 
@@ -254,16 +254,13 @@ class Worker:
 
 
 def _log_tail(team: Team) -> bytes:
+    """The log's last bytes, across a rotation (its line may be in ``messages.log.1``)."""
+    from fabrikito.base import rotate
+
     try:
-        fd = statedir.open_plain(team.log_path, os.O_RDONLY)
+        return rotate.tail(team.log_path, LOG_TAIL)
     except (OSError, StateFileError):
         return b""
-    try:
-        size = os.fstat(fd).st_size
-        os.lseek(fd, max(0, size - LOG_TAIL), os.SEEK_SET)
-        return os.read(fd, LOG_TAIL)
-    finally:
-        os.close(fd)
 
 
 # -- the process ----------------------------------------------------------------------
@@ -283,6 +280,9 @@ def serve(worker: Worker, *, stop: Callable[[float], bool]) -> None:
         except Exception as exc:  # a state file or tmux failing in a new way: say so, keep serving
             print(f"fabrikito worker: a round failed: {exc!r}", file=sys.stderr, flush=True)
             waits = {"?": f"the worker's last round failed: {exc}"}
+        for note in upkeep.upkeep(worker.team):
+            if ":" in note:
+                print(f"fabrikito worker: {note}", file=sys.stderr, flush=True)
         if waits != last:
             _write_info(worker.team, waits)
             last = dict(waits)

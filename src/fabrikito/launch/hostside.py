@@ -144,13 +144,14 @@ def main(argv: Sequence[str]) -> int:
     if args.op in ("say", "flush"):
         return _say(team, args)
     if args.op == "log":
+        from fabrikito.base import rotate
         from fabrikito.base.errors import StateFileError
 
         try:
-            raw = statedir.read_plain(team.log_path)
+            raw = rotate.read_all(team.log_path)  # messages.log and its rotated generations
         except (OSError, StateFileError) as exc:
             raise UsageError(f"the log {team.log_path} cannot be read: {exc}") from None
-        sys.stdout.buffer.write(raw or b"")
+        sys.stdout.buffer.write(raw)
         return 0
     if args.op == "status":
         from fabrikito.launch import status

@@ -45,7 +45,6 @@ if TYPE_CHECKING:
     from typing import Any
 
 JSON_VERSION = 1
-TAIL_BLOCK = 1 << 16
 CLAUDE = "claude"
 
 #: Startup screens that come before Claude Code writes its registry entry:
@@ -144,34 +143,32 @@ def startup_dialog(text: str) -> tuple[str, str] | None:
 def last_message_times(log_path: Path, roles: Sequence[str]) -> dict[str, tuple[str | None, str | None]]:
     """For each role, the times of the last log line to it and from it: ``(to, from)``.
 
-    The log is read backwards a block at a time and only until every role has
-    both, so a long log costs what its recent lines cost.  A ``say all`` line
+    The log is read backwards a block at a time, from ``messages.log`` into its
+    rotated generations, and only until every role has both, so a long log
+    costs what its recent lines cost.  A ``say all`` line
     is a message to every seat but its sender.  Lines that do not parse are
     skipped.
     """
+    from fabrikito.base import rotate
+    from fabrikito.base.errors import FabrikitoError
+    from fabrikito.log import seek
+
     wanted = set(roles)
     to: dict[str, str] = {}
     sent: dict[str, str] = {}
     try:
-        fd = os.open(log_path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
-    except OSError:
+        fds = rotate.open_generations(log_path)  # messages.log last; the rotated ones before it
+    except (OSError, FabrikitoError):
         return {role: (None, None) for role in roles}
     try:
-        end = os.fstat(fd).st_size
-        carry = b""
-        position = end
-        while position > 0 and (len(to) < len(wanted) or len(sent) < len(wanted)):
-            start = max(0, position - TAIL_BLOCK)
-            block = os.pread(fd, position - start, start) + carry
-            position = start
-            lines = block.split(b"\n")
-            carry = lines[0] if start > 0 else b""
-            complete = lines[1:] if start > 0 else lines
-            for raw in reversed(complete):
-                if raw:
-                    _note_line(raw + b"\n", wanted, to, sent)
+        for fd in reversed(fds):
+            for _offset, raw in seek.lines_backward(fd):
+                if len(to) == len(wanted) and len(sent) == len(wanted):
+                    break
+                if raw.endswith(b"\n"):
+                    _note_line(raw, wanted, to, sent)
     finally:
-        os.close(fd)
+        rotate.close_all(fds)
     return {role: (to.get(role), sent.get(role)) for role in roles}
 
 
@@ -217,7 +214,7 @@ def list_panes(server: Server, started: Pending | None = None) -> tuple[list[sea
 def collect(
     team: Team, *, server: Server | None = None, screens: bool = True, listing: Pending | None = None
 ) -> Status:
-    """Everything ``status`` shows, with at most two tmux calls.
+    """Everything ``status`` shows, with at most two tmux calls (up to about 55 seats; one more per 55).
 
     Each call works while fabrikito does: ``listing`` is the pane list begun by
     the caller (:meth:`Server.start_list_panes`), and the screens' call is
@@ -231,8 +228,7 @@ def collect(
     by_session = {seat.session: seatpane.pane_of_session(rows, seat.session) for seat in team.seats}
     pane_ids = [r.pane_id for s in team.seats if (r := by_session[s.session]) is not None and not r.dead]
     looking = seatpane.start_looks(srv, pane_ids if screens else [])
-    if looking.args:
-        calls += 1
+    calls += len(looking.chains)  # one for up to about 55 seats (seatpane.CHAIN_BYTES)
     agents: dict[str, seatpane.Agent | None] = {}
     for seat in team.seats:
         row = by_session[seat.session]

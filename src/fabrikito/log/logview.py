@@ -24,7 +24,7 @@ from pathlib import Path
 
 from fabrikito.base.errors import UsageError
 from fabrikito.base.values import frozen
-from fabrikito.log import msglog
+from fabrikito.log import logread, msglog
 from fabrikito.log.msglog import Foreign, Outcome, Record
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy knows the name)
@@ -32,7 +32,6 @@ if TYPE_CHECKING:
     from typing import Any
 
 JSON_VERSION = 1
-FOLLOW_INTERVAL = 0.25
 FOLLOW_ROUTE_WIDTH = 24
 NEWLINE = b"\n"
 OUTCOME_WIDTH = max(len(o.value) for o in Outcome)
@@ -76,20 +75,27 @@ def cmd_log(args: argparse.Namespace) -> int:
         until=parse_when(args.until, now, "--until") if args.until else None,
     )
     out = sys.stdout
+    window = logread.Window(since=filters.since, until=filters.until)
+    last = args.last
+    if last is not None and last < 0:
+        raise UsageError(f"-n {last} is not a count of lines: give 0 or more")
     try:
         if args.follow:
-            for number, item in follow(team.log_path):
+            if last or window.since is not None:
+                for number, item in logread.select(team.log_path, window, last=last, keep=filters.keep):
+                    _emit(out, number, item, filters, as_json=args.json, stream=True)
+            for number, item in logread.follow(team.log_path):
                 _emit(out, number, item, filters, as_json=args.json, stream=True)
             return 0
-        items = list(read_log(team.log_path))
         if any(seat.host is not None for seat in team.seats):
-            return _merged(team, items, filters, as_json=args.json)
+            return _merged(team, [(n or 0, it) for n, it in read_log(team.log_path)], filters, as_json=args.json)
+        items = logread.select(team.log_path, window, last=last, keep=filters.keep)
         if args.json:
-            records = [item_json(n, it) for n, it in items if not isinstance(it, Record) or filters.keep(it)]
+            records = [item_json(n, it) for n, it in items]
             out.write(json_text({"version": JSON_VERSION, "records": records}, indent=2))
             out.write("\n")
         else:
-            out.write(render(items, filters))
+            out.write(render(items, Filters()))
     except KeyboardInterrupt:
         return 0
     except BrokenPipeError:
@@ -171,76 +177,9 @@ def parse_when(value: str, now: float, option: str) -> str:
 # -- reading ------------------------------------------------------------------------
 
 
-def _open_log(path: Path) -> int | None:
-    from fabrikito.base import statedir
-
-    try:
-        return statedir.open_plain(path, os.O_RDONLY)
-    except FileNotFoundError:
-        return None
-
-
-def read_log(path: Path) -> Iterator[tuple[int, Record | Foreign]]:
-    """Every line of the log, numbered from 1; a last line without its newline is torn."""
-    fd = _open_log(path)
-    if fd is None:
-        return
-    try:
-        data = _read_all(fd)
-    finally:
-        os.close(fd)
-    yield from enumerate((msglog.parse_line(line) for line in data.splitlines(keepends=True)), start=1)
-
-
-def _read_all(fd: int) -> bytes:
-    chunks = []
-    while chunk := os.read(fd, 1 << 20):
-        chunks.append(chunk)
-    return b"".join(chunks)
-
-
-def follow(path: Path, *, interval: float = FOLLOW_INTERVAL) -> Iterator[tuple[int, Record | Foreign]]:
-    """The log's lines as they come, until interrupted; waits for the log to appear.
-
-    A line is taken once its newline is there.  When the file is replaced
-    or cut short, reading starts again at the top of the new file.
-    """
-    number = 0
-    while True:
-        fd = _open_log(path)
-        if fd is None:
-            time.sleep(interval)
-            continue
-        try:
-            identity = os.fstat(fd)
-            pending = b""
-            while True:
-                chunk = os.read(fd, 1 << 20)
-                if chunk:
-                    pending += chunk
-                    *lines, pending = pending.split(b"\n")
-                    for line in lines:
-                        number += 1
-                        yield number, msglog.parse_line(line + b"\n")
-                    continue
-                if _replaced(path, identity, fd):
-                    if pending:
-                        number += 1
-                        yield number, msglog.parse_line(pending)
-                    break
-                time.sleep(interval)
-        finally:
-            os.close(fd)
-
-
-def _replaced(path: Path, identity: os.stat_result, fd: int) -> bool:
-    try:
-        now = os.lstat(path)
-    except FileNotFoundError:
-        return True
-    if (now.st_ino, now.st_dev) != (identity.st_ino, identity.st_dev):
-        return True
-    return os.fstat(fd).st_size < os.lseek(fd, 0, os.SEEK_CUR)
+def read_log(path: Path) -> Iterator[logread.Item]:
+    """Every line of the log and its rotated generations, oldest first, numbered from 1."""
+    return logread.read_all(path)
 
 
 # -- showing --------------------------------------------------------------------------
@@ -261,7 +200,7 @@ def _hex_of(m: re.Match[str]) -> str:
 
 
 def render(
-    items: Sequence[tuple[int, Record | Foreign]],
+    items: Sequence[logread.Item],
     filters: Filters,
     *,
     min_route: int = 0,
@@ -280,7 +219,8 @@ def render(
     rows: list[tuple[str, str, str, str] | str] = []
     for number, item in items:
         if isinstance(item, Foreign):
-            rows.append(f"line {number}: {item.reason}: {shown(item.raw.removesuffix(NEWLINE))}")
+            where = "" if number is None else f"line {number}: "
+            rows.append(f"{where}{item.reason}: {shown(item.raw.removesuffix(NEWLINE))}")
         elif filters.keep(item):
             route = f"{shown(item.sender)} → {shown(item.recipient)}"
             rows.append((item.time, route, item.outcome, shown(item.message)))
@@ -310,7 +250,7 @@ def json_text(value: object, *, indent: int | None = None) -> str:
     return _JSON_UNSAFE.sub(lambda m: f"\\u{ord(m.group(0)):04x}", text)
 
 
-def item_json(number: int, item: Record | Foreign) -> dict[str, Any]:
+def item_json(number: int | None, item: Record | Foreign) -> dict[str, Any]:
     """One line for ``--json``.  Text fields are decoded (bytes that are not UTF-8 become U+FFFD);
     ``escaped`` holds them exactly as the log has them."""
     if isinstance(item, Foreign):
@@ -332,7 +272,9 @@ def item_json(number: int, item: Record | Foreign) -> dict[str, Any]:
     }
 
 
-def _emit(out: Any, number: int, item: Record | Foreign, filters: Filters, *, as_json: bool, stream: bool) -> None:
+def _emit(
+    out: Any, number: int | None, item: Record | Foreign, filters: Filters, *, as_json: bool, stream: bool
+) -> None:
     if isinstance(item, Record) and not filters.keep(item):
         return
     if as_json:

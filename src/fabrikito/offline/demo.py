@@ -315,12 +315,13 @@ def screen_line(server: Server, session: str, needle: str) -> str:
 
 
 def _wait_log(path: Path, sender: str, recipient: str) -> str | None:
+    from fabrikito.base import rotate
     from fabrikito.log import msglog
 
     deadline = time.monotonic() + MESSAGE_TIMEOUT
     while time.monotonic() < deadline:
         try:
-            data = path.read_bytes()
+            data = rotate.read_all(path)  # messages.log and its rotated generations
         except OSError:
             data = b""
         for raw in data.splitlines(keepends=True):

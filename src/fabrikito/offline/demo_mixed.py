@@ -229,12 +229,13 @@ def run(directory: Path, *, out: Callable[[str], None], socket: str = SOCKET, he
 
 def wait_delivered(team: Team, sender: str, recipient: str, text: str, timeout: float = MESSAGE_TIMEOUT) -> str | None:
     """The log line of ``text`` delivered from ``sender`` to ``recipient`` (directly or from the queue)."""
+    from fabrikito.base import rotate
     from fabrikito.log import msglog
 
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
-            data = team.log_path.read_bytes()
+            data = rotate.read_all(team.log_path)  # messages.log and its rotated generations
         except OSError:
             data = b""
         for raw in data.splitlines(keepends=True):

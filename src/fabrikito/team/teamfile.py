@@ -61,11 +61,28 @@ ALLOW_BYPASS_FLAG = "--allow-dangerously-skip-permissions"
 SKIP_PERMISSIONS_FLAG = "--dangerously-skip-permissions"
 
 TEAM_KEYS = frozenset(
-    {"name", "tmux_socket", "tmux_socket_path", "agent", "kickoff", "shared_prompt", "seat", "origin"}
+    {
+        "name",
+        "tmux_socket",
+        "tmux_socket_path",
+        "agent",
+        "kickoff",
+        "shared_prompt",
+        "seat",
+        "origin",
+        "log_max_size",
+        "log_keep",
+    }
 )
 SEAT_KEYS = frozenset(
     {"role", "session", "cwd", "permission_mode", "args", "kickoff", "env", "agent", "command", "host"}
 )
+#: The message log rotates past this size (``log_max_size``) and keeps this many old files (``log_keep``).
+DEFAULT_LOG_MAX_SIZE = 16 * 1024 * 1024
+DEFAULT_LOG_KEEP = 5
+MIN_LOG_MAX_SIZE = 64 * 1024
+MAX_LOG_KEEP = 99
+_SIZE_UNITS = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3}
 #: The name the routing between machines gives the team's own machine (team/routekeys.py).
 ORIGIN_MACHINE = "origin"
 #: Machine names the routing keeps for itself: never a seat's host.
@@ -143,6 +160,8 @@ class Team:
     kickoff: str | None = None
     shared_prompt: Path | None = None
     origin: str | None = None  # how seats on other hosts reach this machine (an ssh destination)
+    log_max_size: int = DEFAULT_LOG_MAX_SIZE  # bytes past which messages.log is rotated
+    log_keep: int = DEFAULT_LOG_KEEP  # rotated generations kept (messages.log.1 ... .N)
 
     @property
     def base_dir(self) -> Path:
@@ -287,6 +306,13 @@ def parse(data: Mapping[str, Any], team_path: Path) -> Team:
     shared_raw = _optional_str(data, "shared_prompt", "team", bad)
     shared_prompt = team_path.parent / (shared_raw if shared_raw is not None else DEFAULT_SHARED_PROMPT)
     origin = _host(data, "team", bad, key="origin")
+    log_max_size = _log_max_size(data.get("log_max_size", DEFAULT_LOG_MAX_SIZE), bad)
+    log_keep = data.get("log_keep", DEFAULT_LOG_KEEP)
+    if isinstance(log_keep, bool) or not isinstance(log_keep, int) or not 1 <= log_keep <= MAX_LOG_KEEP:
+        bad(
+            "team", f"'log_keep' must be a whole number of old log files to keep, 1 to {MAX_LOG_KEEP}, not {log_keep!r}"
+        )
+        log_keep = DEFAULT_LOG_KEEP
 
     raw_seats = data.get("seat")
     seats: list[Seat] = []
@@ -334,7 +360,25 @@ def parse(data: Mapping[str, Any], team_path: Path) -> Team:
         kickoff=kickoff,
         shared_prompt=shared_prompt,
         origin=origin,
+        log_max_size=log_max_size,
+        log_keep=log_keep,
     )
+
+
+def _log_max_size(value: object, bad: Any) -> int:
+    """``log_max_size``: bytes, as a number or a text like ``"16M"`` (K, M, G: powers of 1024)."""
+    size: int | None = None
+    if isinstance(value, int) and not isinstance(value, bool):
+        size = value
+    elif isinstance(value, str) and (m := re.fullmatch(r"\s*(\d+)\s*([KMG]?)i?B?\s*", value, re.IGNORECASE)):
+        size = int(m.group(1)) * _SIZE_UNITS[m.group(2).upper()]
+    if size is None or size < MIN_LOG_MAX_SIZE:
+        bad(
+            "team",
+            f'\'log_max_size\' must be a size of at least 64K, as bytes or a text like "16M" or "1G", not {value!r}',
+        )
+        return DEFAULT_LOG_MAX_SIZE
+    return size
 
 
 def _seat(raw: Mapping[str, Any], index: int, base: Path, bad: Any) -> Seat | None:

@@ -1,0 +1,218 @@
+"""What ``status`` and the delivery worker's round cost at 12, 25, 50 and 100 seats, on replayed panes.
+
+This shared 2-CPU machine cannot hold 50 real Claude Code seats (each needs
+~200 MB and its start-up CPU; six engineers share it), so each seat here is a
+tmux pane that shows a screen recorded from Claude Code 2.1.316
+(``tests/fixtures/screens/2.1.316``, cycling through idle, busy, a draft in the
+box and a dialog) and then runs a process named ``claude`` with a session
+registry entry, as the unit tier's replay does: status and the worker read
+tmux, ``/proc``, the registry and the screens exactly as they do for real
+seats.  Real seats are measured by ``bench_status.py`` (12).
+
+Per seat count, the median of ``BENCH_RUNS`` interleaved rounds:
+
+* ``fabrikito status`` in its own process (``FABRIKITO_SERVER=0``) against a
+  bare ``python -c pass`` started the same way, the tmux processes it
+  started (a logging ``tmux`` shim first on ``PATH``) and its peak RSS;
+* ``status.collect`` in-process: CPU time (user + system) per call;
+* a delivery worker round with a message queued for every seat, in-process:
+  CPU per round (each seat's box is refused or held, so nothing is typed).
+
+Writes the "seats" section of docs/benchmarks.md.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import secrets
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "src")]
+
+from bench.report import fabrikito_cli, write_section  # noqa: E402
+
+from fabrikito.base.tmux import Server  # noqa: E402
+from fabrikito.delivery import worker  # noqa: E402
+from fabrikito.launch import status  # noqa: E402
+from fabrikito.team import teamfile  # noqa: E402
+
+COUNTS = [int(c) for c in os.environ.get("BENCH_COUNTS", "12,25,50,100").split(",")]
+RUNS = int(os.environ.get("BENCH_RUNS", "7"))
+SCREENS = ROOT / "tests" / "fixtures" / "screens" / "2.1.316"
+#: Screens whose box refuses a message (busy, a draft, a permission prompt, a dialog): the queued messages
+#: stay queued, so a round looks at every seat and types into none of the replayed panes.
+SHOWN = [
+    "inline-120x40-busy",
+    "inline-120x40-typed-short-unsubmitted",
+    "inline-120x40-permission-prompt-bash",
+    "inline-120x40-bypass-dialog",
+]
+SEAT = r"""cat "$1"; mkdir -p "$CLAUDE_CONFIG_DIR/sessions"
+printf '{"pid": %d, "version": "2.1.316", "sessionId": "s%d"}' $$ $$ > "$CLAUDE_CONFIG_DIR/sessions/$$.json"
+exec -a claude sleep 3600"""
+SHIM = """#!/bin/sh
+echo "$*" >> "$TMUX_CALLS"
+exec {tmux} "$@"
+"""
+
+
+def screens() -> list[Path]:
+    found = []
+    for stem in SHOWN:
+        if (SCREENS / f"{stem}.ansi").exists():
+            found.append(SCREENS / f"{stem}.ansi")
+    return found
+
+
+def team_of(base: Path, socket: str, count: int) -> Path:
+    path = base / f"team{count}" / "team.toml"
+    path.parent.mkdir(parents=True)
+    seats = "".join(f'\n[[seat]]\nrole = "s{i:03d}"\nsession = "b{count}-s{i:03d}"\n' for i in range(count))
+    path.write_text(f'name = "b{count}"\ntmux_socket = "{socket}"\n{seats}')
+    return path
+
+
+def start_panes(server: Server, team: teamfile.Team, config: Path, shown: list[Path]) -> None:
+    for i, seat in enumerate(team.seats):
+        screen = shown[i % len(shown)]
+        server.run(
+            "new-session", "-d", "-s", seat.session, "-x", "120", "-y", "40", "-e", f"CLAUDE_CONFIG_DIR={config}",
+            "--", "bash", "-c", SEAT, "seat", str(screen),
+        )  # fmt: skip
+
+
+def run_status(cli: list[str], team: Path, env: dict[str, str]) -> tuple[float, int]:
+    """Wall time and peak RSS (KiB) of one ``fabrikito status``."""
+    started = time.perf_counter()
+    proc = subprocess.Popen([*cli, "status", "--team", str(team)], env=env, stdout=subprocess.DEVNULL)
+    _, _, usage = os.wait4(proc.pid, 0)
+    return time.perf_counter() - started, usage.ru_maxrss
+
+
+def tmux_calls(cli: list[str], team: Path, env: dict[str, str], shim: Path) -> int:
+    """The tmux processes one ``fabrikito status`` starts (a logging shim first on ``PATH``; not timed)."""
+    calls = Path(env["TMUX_CALLS"])
+    calls.write_text("")
+    subprocess.run([*cli, "status", "--team", str(team)], env={**env, "PATH": f"{shim}:{env['PATH']}"},
+                   stdout=subprocess.DEVNULL, check=False)  # fmt: skip
+    return len(calls.read_text().splitlines())
+
+
+def bare(env: dict[str, str]) -> float:
+    started = time.perf_counter()
+    subprocess.run([sys.executable, "-c", "pass"], env=env, check=True)
+    return time.perf_counter() - started
+
+
+def cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def collect_cpu(team: teamfile.Team) -> float:
+    before = cpu()
+    status.collect(team)
+    return cpu() - before
+
+
+def worker_round_cpu(team: teamfile.Team) -> float:
+    w = worker.Worker(team, worker.TmuxSeats(team), recovering=False)
+    before = cpu()
+    w.round()
+    return cpu() - before
+
+
+def queue_one_each(cli: list[str], team: Path, env: dict[str, str]) -> int:
+    queued = 0
+    for seat in teamfile.load(team).seats:
+        done = subprocess.run(
+            [*cli, "say", "--team", str(team), "--queue", seat.role, "a message queued for the bench"],
+            env=env, capture_output=True, text=True, check=False,
+        )  # fmt: skip
+        queued += done.returncode == 0
+        if done.returncode != 0 and not queued:
+            print(f"say --queue {seat.role}: exit {done.returncode}: {done.stderr.strip()}", flush=True)
+    return queued
+
+
+def main() -> None:
+    cli = fabrikito_cli()
+    tmux = shutil.which("tmux") or "tmux"
+    socket = f"fab-bench-{secrets.token_hex(4)}"
+    server = Server(socket_name=socket, timeout=20.0)
+    shown = screens()
+    rows = []
+    with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as tmp:
+        base = Path(tmp)
+        (base / "bin").mkdir()
+        (base / "bin" / "tmux").write_text(SHIM.format(tmux=tmux))
+        (base / "bin" / "tmux").chmod(0o755)
+        config = base / "claude-config"
+        env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "HOME": str(base),
+            "LANG": "C.UTF-8",
+            "FABRIKITO_SERVER": "0",
+            "TMUX_CALLS": str(base / "calls"),
+        }
+        try:
+            server.run("new-session", "-d", "-s", "_keep", "--", "sleep", "3600")
+            for count in COUNTS:
+                path = team_of(base, socket, count)
+                team = teamfile.load(path)
+                start_panes(server, team, config, shown)
+                time.sleep(1.0)
+                walls, bares, cpus, rounds = [], [], [], []
+                calls = tmux_calls(cli, path, env, base / "bin")
+                rss = 0
+                for _ in range(RUNS):
+                    took, rss_now = run_status(cli, path, env)
+                    walls.append(took)
+                    rss = max(rss, rss_now)
+                    bares.append(bare(env))
+                    cpus.append(collect_cpu(team))
+                queued = queue_one_each(cli, path, env)
+                worker.stop(team)  # its background worker: the rounds are timed here, alone
+                for _ in range(RUNS):
+                    rounds.append(worker_round_cpu(team))
+                wall, floor = statistics.median(walls), statistics.median(bares)
+                row = (
+                    f"| {count} | {wall * 1000:.0f} ms | {wall / floor:.2f}x | {calls} | {rss / 1024:.0f} MB | "
+                    f"{statistics.median(cpus) * 1000:.1f} ms | {statistics.median(rounds) * 1000:.1f} ms "
+                    f"({queued} queued) |"
+                )
+                rows.append(row)
+                print(row, flush=True)
+                worker.stop(team)  # the one say --queue started: it must not run into the next count's rounds
+                for seat in team.seats:
+                    server.run("kill-session", "-t", f"={seat.session}")
+        finally:
+            subprocess.run([tmux, "-L", socket, "kill-server"], check=False, capture_output=True)
+    load = os.getloadavg()[0]
+    names = ", ".join(p.stem for p in shown)
+    body = (
+        "## Seat counts (issue 26): bench/bench_seats.py\n\n"
+        "Replayed panes, not real seats: this shared 2-CPU machine cannot hold 50 Claude Code seats (about "
+        "200 MB and a start-up's CPU each, beside other engineers' live tests). Each pane shows a screen recorded "
+        f"from Claude Code 2.1.316 ({names}, in turn) and runs a process named `claude` with a session registry "
+        "entry, so `status` and the worker read tmux, /proc, the registry and the screens as they do for real "
+        f"seats. Median of {RUNS} interleaved rounds; load average at the end {load:.1f}.\n\n"
+        "| seats | `status` (own process) | / bare start | tmux calls | peak RSS | `status.collect` CPU | "
+        "worker round CPU |\n|---|---|---|---|---|---|---|\n" + "\n".join(rows) + "\n\n"
+        "Goals (issue 26): `status` <= 2 tmux calls and <= 3x a bare start at 50 seats; a worker round under "
+        "50 ms of CPU at 50 seats; each helper under 50 MB. `up` at 12/25/50 real seats was not measured on this "
+        "machine (bench_up.py measures 12).\n"
+    )
+    write_section("seats", body)
+
+
+if __name__ == "__main__":
+    main()

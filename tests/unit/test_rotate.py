@@ -1,0 +1,145 @@
+"""Rotating the message log: generations shift under a lock, and no line is lost, torn or doubled."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import stat
+import time
+from pathlib import Path
+
+import pytest
+
+from fabrikito.base import rotate
+from fabrikito.base.errors import StateFileError, TeamFileError
+from fabrikito.log import logline, logread, upkeep
+from fabrikito.log.msglog import Record
+from fabrikito.team import teamfile
+
+WRITERS = 16
+
+
+def names(directory: Path) -> list[str]:
+    return sorted(p.name for p in directory.iterdir())
+
+
+def test_generations_shift_and_the_oldest_goes(tmp_path: Path) -> None:
+    log = tmp_path / "messages.log"
+    for round_ in range(5):
+        log.write_bytes(f"round {round_}\n".encode() * 10)
+        assert rotate.rotate(log, max_size=10, keep=3)
+    assert names(tmp_path) == ["messages.log.1", "messages.log.2", "messages.log.3", "messages.log.lock"]
+    assert [Path(f"{log}.{n}").read_bytes()[:7] for n in (1, 2, 3)] == [b"round 4", b"round 3", b"round 2"]
+    assert stat.S_IMODE(os.stat(rotate.lock_path(str(log))).st_mode) == 0o600
+    log.write_bytes(b"small\n")
+    assert not rotate.rotate(log, max_size=1000, keep=3)
+    assert not rotate.rotate(tmp_path / "missing.log", max_size=1, keep=3)
+    assert rotate.read_all(log).startswith(b"round 2\n") and rotate.read_all(log).endswith(b"small\n")
+    assert rotate.tail(log, 13) == b"round 4\nsmall\n"[-13:]
+
+
+def test_a_writer_that_opened_the_log_before_the_rename_lands_in_the_rotated_file(tmp_path: Path) -> None:
+    log = tmp_path / "messages.log"
+    log.write_bytes(b"first\n")
+    fd = os.open(log, os.O_WRONLY | os.O_APPEND)
+    try:
+        assert rotate.rotate(log, max_size=1, keep=2)
+        os.write(fd, b"late\n")
+    finally:
+        os.close(fd)
+    assert logline.append_hook(log, b"next\n")
+    assert (tmp_path / "messages.log.1").read_bytes() == b"first\nlate\n"
+    assert rotate.read_all(log) == b"first\nlate\nnext\n"
+
+
+def test_a_link_in_place_of_a_generation_is_refused_by_readers_and_never_written_through(tmp_path: Path) -> None:
+    log = tmp_path / "messages.log"
+    outside = tmp_path / "outside"
+    outside.write_bytes(b"not the team's\n")
+    log.write_bytes(b"a line\n")
+    (tmp_path / "messages.log.1").symlink_to(outside)
+    with pytest.raises(StateFileError, match="symlink"):
+        rotate.read_all(log)
+    assert rotate.rotate(log, max_size=1, keep=1)  # the link is removed as the oldest, not followed
+    assert outside.read_bytes() == b"not the team's\n"
+    assert rotate.read_all(log) == b"a line\n"
+
+
+def _writer(path: str, who: int, count: int) -> None:
+    for n in range(count):
+        line = f"2026-12-02T20:00:00\tw{who}\ttl\tsent\tline {n} of writer {who} {'x' * (n % 97)}\n".encode()
+        while not logline.append_hook(path, line):  # the hook's own append: one write() per line
+            time.sleep(0.001)
+
+
+def _rotator(path: str, stop_at: float, max_size: int) -> None:
+    while time.monotonic() < stop_at:
+        rotate.rotate(path, max_size=max_size, keep=999)
+
+
+def test_rotation_racing_sixteen_writers_loses_tears_and_doubles_nothing(tmp_path: Path) -> None:
+    """16 processes append as the hook does while two others rotate as fast as they can (two helpers
+    at once): afterwards every line is in exactly one generation, whole."""
+    state = tmp_path / "state"
+    state.mkdir(mode=0o700)
+    log = str(state / "messages.log")
+    count = 400
+    ctx = multiprocessing.get_context("fork")
+    rotators = [ctx.Process(target=_rotator, args=(log, time.monotonic() + 60, 4 * 1024)) for _ in range(2)]
+    writers = [ctx.Process(target=_writer, args=(log, who, count)) for who in range(WRITERS)]
+    for proc in rotators + writers:
+        proc.start()
+    for proc in writers:
+        proc.join(120)
+    for proc in rotators:
+        proc.terminate()
+        proc.join(10)
+    assert all(proc.exitcode == 0 for proc in writers)
+    generations = sorted(p for p in state.iterdir() if p.name.startswith("messages.log") and p.suffix != ".lock")
+    assert len(generations) >= 5, "the rotators hardly rotated: the race was not run"
+    seen: dict[bytes, str] = {}
+    for path in generations:
+        data = path.read_bytes()
+        assert data.endswith(b"\n"), path
+        for line in data.split(b"\n")[:-1]:
+            assert line.startswith(b"2026-12-02T20:00:00\tw") and line.count(b"\t") == 4, line
+            assert line not in seen, (line, path.name, seen.get(line))
+            seen[line] = path.name
+    wanted = {
+        f"2026-12-02T20:00:00\tw{who}\ttl\tsent\tline {n} of writer {who} {'x' * (n % 97)}".encode()
+        for who in range(WRITERS)
+        for n in range(count)
+    }
+    assert set(seen) == wanted
+    items = list(logread.read_all(log))  # the log's reader: every generation, oldest first
+    assert len(items) == WRITERS * count
+    for who in range(WRITERS):  # each writer's lines in its own order across the generations
+        mine = [it.message for _, it in items if isinstance(it, Record) and it.sender == f"w{who}".encode()]
+        assert [int(m.split(b" ")[1]) for m in mine] == list(range(count))
+
+
+def test_upkeep_follows_the_team_file(tmp_path: Path) -> None:
+    team_file = tmp_path / "team.toml"
+    team_file.write_text('name = "t"\nlog_max_size = "64K"\nlog_keep = 2\n[[seat]]\nrole = "tl"\nsession = "t-tl"\n')
+    team = teamfile.load(team_file)
+    assert (team.log_max_size, team.log_keep) == (65536, 2)
+    team.state_dir.mkdir(parents=True, mode=0o700)
+    assert upkeep.upkeep(team) == []
+    for _ in range(4):
+        team.log_path.write_bytes(b"y\n" * 40_000)
+        (team.state_dir / "say-refusals.log").write_bytes(b"r\n" * 40_000)
+        assert upkeep.upkeep(team) == ["messages.log", "say-refusals.log"]
+    assert names(team.state_dir) == sorted(
+        [f"{n}{g}" for n in ("messages.log", "say-refusals.log") for g in (".1", ".2", ".lock")]
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [("log_max_size = 100", "at least 64K"), ('log_max_size = "lots"', "at least 64K"), ("log_keep = 0", "1 to 99")],
+)
+def test_bad_rotation_keys_are_refused(tmp_path: Path, text: str, why: str) -> None:
+    team_file = tmp_path / "team.toml"
+    team_file.write_text(f'name = "t"\n{text}\n[[seat]]\nrole = "tl"\nsession = "t-tl"\n')
+    with pytest.raises(TeamFileError, match=why):
+        teamfile.load(team_file)
