@@ -124,12 +124,13 @@ def fresh_interpreter(portable_on: bool, rounds: int) -> list[float]:
 READING = """\
 Read: the portable implementation is **not** as cheap as the Linux one here. A call that psutil answers costs
 2-9x the direct `/proc` read (psutil's own checks and objects over the same files); two cost far more:
-`children_of` (psutil finds children by reading every process's parent: 70x here, where that is a read of every
+`children_of` (psutil finds children by reading every process's parent: {children:.0f}x here, a read of every
 `/proc/<pid>/stat`; on a Mac psutil reads the whole table in one `sysctl`) and `foreground_group` (neither psutil
-nor `tcgetpgrp` tells another terminal's foreground group, so it runs `ps -o tpgid`: about 10 ms). Together `say`'s
-walk of a pane costs some 14 ms against 0.2 ms, and the first call pays psutil's import, {start:.0f} ms more for a
-fresh interpreter. On Linux fabrikito runs the Linux implementation, so none of this reaches a Linux user; a Mac
-pays it on each `say` and `status` (docs/decisions/host-system-calls.md: what would remove it).
+nor `tcgetpgrp` tells another terminal's foreground group, so it runs `ps -o tpgid`: {fg:.1f} ms). Together `say`'s
+walk of a pane costs {walk_p:.1f} ms against {walk_l:.2f} ms, and the first call pays psutil's import,
+{start:.0f} ms more for a fresh interpreter. On Linux fabrikito runs the Linux implementation, so none of this
+reaches a Linux user; a Mac pays it on each `say` and `status` (docs/decisions/host-system-calls.md: what
+would remove it).
 """
 
 
@@ -171,6 +172,13 @@ def main() -> None:
         os.close(master)
         os.unlink(path)
         os.rmdir(where)
+
+    def med(name: str, impl: str) -> float:
+        return statistics.median(times[(name, impl)]) * 1e6
+
+    def ratio(name: str) -> float:
+        return med(name, "portable") / med(name, "linux")
+
     rows = ["| call | Linux median µs | portable median µs | portable / Linux |", "|---|---|---|---|"]
     for name in table:
         lin = statistics.median(times[(name, "linux")]) * 1e6
@@ -192,7 +200,13 @@ def main() -> None:
         f"table, the terminal's group and say's walk), {args.starts} fresh interpreters each.\n\n"
         + "\n".join(rows)
         + "\n\n"
-        + READING.format(start=por_start - lin_start)
+        + READING.format(
+            start=por_start - lin_start,
+            children=ratio("children_of"),
+            fg=med("foreground_group", "portable") / 1e3,
+            walk_p=med("say's walk of a pane", "portable") / 1e3,
+            walk_l=med("say's walk of a pane", "linux") / 1e3,
+        )
     )
     print(body)
     write_section("hostos", body)

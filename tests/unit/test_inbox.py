@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 from tests.unit import corpus
 
 from fabrikito import cli
-from fabrikito.base import hostos, procs, values
+from fabrikito.base import procs, values
 from fabrikito.base.text import refusal_for
 from fabrikito.inbox import client, protocol, send, sessions
 
@@ -204,11 +204,8 @@ def test_liveness_alive_dead_reused(registry: Registry) -> None:
 def test_other_pid_domain_cannot_be_checked(registry: Registry) -> None:
     registry.add("far", pid=_dead_pid(), pidDomain="linux:0000:pid:[1]")
     (entry,) = registry.entries()
-    if hostos.PORTABLE:  # what a Mac runs reads no pid namespace: on Linux the pid is checked as it is
-        assert entry.liveness is sessions.Liveness.DEAD
-    else:
-        assert entry.liveness is sessions.Liveness.UNKNOWN
-        assert not entry.stale
+    assert entry.liveness is sessions.Liveness.UNKNOWN
+    assert not entry.stale
 
 
 def test_unreadable_files_are_skipped(registry: Registry) -> None:

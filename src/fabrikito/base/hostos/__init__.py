@@ -11,7 +11,7 @@ fails when something does.  Two implementations answer the same questions:
 Linux runs the first; every other system the second.  ``FABRIKITO_PORTABLE=1``
 makes Linux run the second (``0`` or unset: the system decides), so the code a
 Mac runs runs on every test run here (scripts/test runs the unit tier and the
-``say``, queue and ``up`` live modules with it set).  The choice is made once, at
+``say``, queue, ``up`` and inbox live modules with it set).  The choice is made once, at
 import, from this process's environment; the names below are the chosen
 implementation's own functions (no call through a wrapper).
 """
@@ -24,7 +24,6 @@ import sys
 from fabrikito.base.hostos.kinds import PeerCred, ProcessGone, ProcessUnreadable, ProcInfo, Stat
 
 __all__ = [
-    "EVIDENCE_OUTLIVES_SENDER",
     "MAX_SOCKET_PATH",
     "NAME",
     "PORTABLE",
@@ -70,7 +69,6 @@ PORTABLE = portable_wanted(os.environ, sys.platform)
 # The same names from either module, listed twice so mypy checks that each module's match the other's.
 if PORTABLE:
     from fabrikito.base.hostos.portable import (
-        EVIDENCE_OUTLIVES_SENDER,
         MAX_SOCKET_PATH,
         NAME,
         SHORT_ROOT,
@@ -94,7 +92,6 @@ if PORTABLE:
     )
 else:
     from fabrikito.base.hostos.linux import (
-        EVIDENCE_OUTLIVES_SENDER,
         MAX_SOCKET_PATH,
         NAME,
         SHORT_ROOT,

@@ -23,8 +23,6 @@ MAX_SOCKET_PATH = 107
 """Bytes in a unix socket's path (``sockaddr_un``'s ``sun_path`` is 108, less its NUL)."""
 SHORT_ROOT = "/tmp"  # noqa: S108 (a per-user 0700 directory is made in it, and checked)
 """Where a socket whose path would be too long goes instead (not a link on Linux)."""
-EVIDENCE_OUTLIVES_SENDER = True
-"""Claude Code can still tell a sender's process after it exited (message-claude.md)."""
 LISTENING = 0x10000  # /proc/net/unix's flag of a listening socket
 
 

@@ -34,8 +34,6 @@ SHORT_ROOT = os.path.realpath("/tmp")  # noqa: S108 (a per-user 0700 directory i
 """Where a socket whose path would be too long goes instead, resolved: macOS's ``/tmp`` is a link to
 ``/private/tmp``, and a state directory is not made through a link; the path recorded is then the path
 resolved, so its hash is the same whether a reader resolves it or not (message-claude.md)."""
-EVIDENCE_OUTLIVES_SENDER = False
-"""On macOS Claude Code can tell a sender's process only while it runs: send the child token (message-claude.md)."""
 
 SOL_LOCAL = 0  # <sys/un.h>
 LOCAL_PEERCRED = 0x001
@@ -220,17 +218,28 @@ def pids() -> list[int]:
 
 
 def pid_domain() -> str | None:
-    """Claude Code's ``pidDomain`` is written on Linux only (``linux:…``); elsewhere there is none to compare."""
+    """Claude Code's ``pidDomain``, which it writes on Linux only (``linux:…``): off Linux there is none.
+
+    A fact of the system, not of an implementation: on Linux (the portable implementation forced) the Linux
+    one is asked, since Claude Code there skips a registry entry whose domain is not its own, and a Mac's
+    Claude Code never reads one.
+    """
+    if sys.platform.startswith("linux"):
+        from fabrikito.base.hostos import linux
+
+        return linux.pid_domain()
     return None
 
 
 def pid_domain_matches(recorded: str) -> bool | None:
     """Whether a ``pidDomain`` Claude Code recorded is this process's: a Linux one, off Linux, is not (the
-    entry was written on another system sharing the folder); anything else cannot be told (``None``: the
-    pid is checked as it is)."""
-    if recorded.startswith("linux:") and not sys.platform.startswith("linux"):
-        return False
-    return None
+    entry was written on another system sharing the folder); on Linux, as the Linux implementation says;
+    anything else cannot be told (``None``: the pid is checked as it is)."""
+    if sys.platform.startswith("linux"):
+        from fabrikito.base.hostos import linux
+
+        return linux.pid_domain_matches(recorded)
+    return False if recorded.startswith("linux:") else None
 
 
 def _local_sockopt(sock: socket | _socket.socket, option: int, size: int) -> bytes:
