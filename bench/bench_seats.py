@@ -11,8 +11,9 @@ seats.  Real seats are measured by ``bench_status.py`` (12).
 
 Per seat count, the median of ``BENCH_RUNS`` interleaved rounds:
 
-* ``fabrikito status`` in its own process (``FABRIKITO_SERVER=0``) against a
-  bare ``python -c pass`` started the same way, the tmux processes it
+* ``fabrikito status`` in its own process (``FABRIKITO_SERVER=0``), and
+  handed to the team's command server as ``up`` leaves it, each against a
+  bare ``python -c pass`` started the same way; the tmux processes it
   started (a logging ``tmux`` shim first on ``PATH``) and its peak RSS;
 * ``status.collect`` in-process: CPU time (user + system) per call;
 * a delivery worker round with a message queued for every seat, in-process:
@@ -40,6 +41,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "src")]
 from bench.report import fabrikito_cli, write_section  # noqa: E402
 
 from fabrikito.base.tmux import Server  # noqa: E402
+from fabrikito.cli import serverctl  # noqa: E402
 from fabrikito.delivery import worker  # noqa: E402
 from fabrikito.launch import status  # noqa: E402
 from fabrikito.team import teamfile  # noqa: E402
@@ -183,9 +185,18 @@ def main() -> None:
                 worker.stop(team)  # its background worker: the rounds are timed here, alone
                 for _ in range(RUNS):
                     rounds.append(worker_round_cpu(team))
+                served_env = {k: v for k, v in env.items() if k != "FABRIKITO_SERVER"}
+                serverctl.ensure_running(team, env=served_env)  # as up leaves it: status handed to it
+                served = []
+                for _ in range(RUNS):
+                    served.append(run_status(cli, path, served_env)[0])
+                    bares.append(bare(env))
+                serverctl.stop(team)
                 wall, floor = statistics.median(walls), statistics.median(bares)
+                by_server = statistics.median(served)
                 row = (
-                    f"| {count} | {wall * 1000:.0f} ms | {wall / floor:.2f}x | {calls} | {rss / 1024:.0f} MB | "
+                    f"| {count} | {wall * 1000:.0f} ms | {wall / floor:.2f}x | {by_server * 1000:.0f} ms | "
+                    f"**{by_server / floor:.2f}x** | {calls} | {rss / 1024:.0f} MB | "
                     f"{statistics.median(cpus) * 1000:.1f} ms | {statistics.median(rounds) * 1000:.1f} ms "
                     f"({queued} queued) |"
                 )
@@ -205,8 +216,10 @@ def main() -> None:
         f"from Claude Code 2.1.316 ({names}, in turn) and runs a process named `claude` with a session registry "
         "entry, so `status` and the worker read tmux, /proc, the registry and the screens as they do for real "
         f"seats. Median of {RUNS} interleaved rounds; load average at the end {load:.1f}.\n\n"
-        "| seats | `status` (own process) | / bare start | tmux calls | peak RSS | `status.collect` CPU | "
-        "worker round CPU |\n|---|---|---|---|---|---|---|\n" + "\n".join(rows) + "\n\n"
+        "| seats | `status` (own process) | / bare start | `status` (served) | / bare start | tmux calls | "
+        "peak RSS (own process) | `status.collect` CPU | worker round CPU |\n|---|---|---|---|---|---|---|---|---|\n"
+        + "\n".join(rows)
+        + "\n\n"
         "Goals (issue 26): `status` <= 2 tmux calls and <= 3x a bare start at 50 seats; a worker round under "
         "50 ms of CPU at 50 seats; each helper under 50 MB. `up` at 12/25/50 real seats was not measured on this "
         "machine (bench_up.py measures 12).\n"

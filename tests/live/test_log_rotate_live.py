@@ -36,7 +36,7 @@ def test_a_real_seats_lines_survive_rotation_and_are_read_across_it(
     )
     team = teamfile.load(team_path)
     team.state_dir.mkdir(parents=True, mode=0o700)
-    old = [msglog.format_line(time.time() - 86400 + i, "b", "a", "sent", f"old {i}") for i in range(1200)]
+    old = [msglog.format_line(time.time() - 86400 + i, "b", "a", "sent", f"old {i}") for i in range(2000)]
     team.log_path.write_bytes(b"".join(old))  # a day-old log past its 64 KiB limit
     started = msglog.local_time()
     a = seat_factory.start("a", session="lv-a", settings=hook_settings(team_path, "a", tmp_path / "r"))
@@ -76,4 +76,4 @@ def test_a_real_seats_lines_survive_rotation_and_are_read_across_it(
     assert [r["message"] for r in json.loads(done.stdout)["records"]] == ["before the rotation", "after the rotation"]
     done = fabrikito("log", "--json", team=team_path)
     every = json.loads(done.stdout)["records"]
-    assert len(every) == 1202 and every[0]["message"] == "old 0" and every[-1]["line"] == 1202
+    assert len(every) == 2002 and every[0]["message"] == "old 0" and every[-1]["line"] == 2002

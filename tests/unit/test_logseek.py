@@ -125,16 +125,30 @@ def test_all_lines_in_the_same_second(tmp_path: Path) -> None:
 
 
 def test_a_clock_stepped_back_past_the_slack_is_found_by_the_block_check(tmp_path: Path) -> None:
-    """Lines an hour and more behind the lines around them: the block before the place the bisection
-    found holds one at or after --since, so reading starts further back and nothing is missed."""
-    early = [msglog.format_line(T0 + i, "tl", "api", Outcome.SENT, f"early {i}") for i in range(400)]
-    stepped = [msglog.format_line(T0 + 10_000 - 3 * 3600 + i, "api", "tl", Outcome.SENT, f"back {i}") for i in range(5)]
-    late = [msglog.format_line(T0 + 10_000 + i, "em", "tl", Outcome.SENT, f"late {i}") for i in range(400)]
+    """Lines at or after --since, then the clock stepped back a day (past the slack) for a few lines,
+    then on again: the bisection lands on one of those few, and the block before it holds the lines at
+    or after --since, so reading starts further back and nothing is missed."""
+    day = 86400
+    early = [msglog.format_line(T0 + i, "tl", "api", Outcome.SENT, f"early {i}") for i in range(21)]
+    ahead = [msglog.format_line(T0 + 2 * day + i, "api", "tl", Outcome.SENT, f"ahead {i}") for i in range(3)]
+    back = [msglog.format_line(T0 + 1000 + i, "ux", "tl", Outcome.SENT, f"back {i}") for i in range(6)]
+    late = [msglog.format_line(T0 + 2 * day + 100 + i, "em", "tl", Outcome.SENT, f"late {i}") for i in range(400)]
     log = tmp_path / "state" / "messages.log"
-    write(log, early + late[:3] + stepped + late[3:])
-    for since in (msglog.local_time(T0 + 10_000 - 3 * 3600), msglog.local_time(T0 + 10_000 - 3 * 3600 + 2)):
-        window = logread.Window(since=since)
-        assert bisected(log, window) == linear(log, window)
+    write(log, early + ahead + back + late)
+    fd = os.open(log, os.O_RDONLY)
+    try:  # the case this test is about: the bisection alone would start after the first lines
+        lowered = seek.shifted(msglog.local_time(T0 + 2 * day), -seek.SLACK).encode()
+        lo, hi = 0, log.stat().st_size
+        while hi - lo > seek.BLOCK:
+            found = seek._timed_line(fd, seek._next_start(fd, (lo + hi) // 2, hi), hi)
+            lo, hi = (lo, (lo + hi) // 2) if found is None or found[1] >= lowered else (found[0], hi)
+        assert lo >= len(b"".join(early + ahead))  # it lands on a stepped-back line, after the ahead ones
+    finally:
+        os.close(fd)
+    window = logread.Window(since=msglog.local_time(T0 + 2 * day))
+    shown = bisected(log, window)
+    assert shown == linear(log, window)
+    assert [r.message for r in shown[:3] if isinstance(r, Record)] == [b"ahead 0", b"ahead 1", b"ahead 2"]
 
 
 def test_only_foreign_or_empty_logs(tmp_path: Path) -> None:
