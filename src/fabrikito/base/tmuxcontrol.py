@@ -61,7 +61,7 @@ from contextlib import contextmanager
 
 from fabrikito.base import spawn
 from fabrikito.base.errors import TmuxError
-from fabrikito.base.tmux import Pending, Server, buffer_name
+from fabrikito.base.tmux import Pending, Server, buffer_name, format_of, records, split_fields
 
 CONTROL_SESSION = "_fabrikito-control"
 #: Commands that only read: run by a tmux process of their own when the client did not answer.
@@ -385,12 +385,12 @@ def remove_leftover(server: Server) -> list[str]:
     """Kill every :data:`CONTROL_SESSION` no client is attached to (its owner was killed outright); the
     session ids killed.  The caller holds the lock connecting servers take."""
     try:
-        rows = server.run("list-sessions", "-F", "#{session_id} #{session_attached} #{session_name}").splitlines()
+        out = server.run("list-sessions", "-F", format_of(("session_id", "session_attached", "session_name")))
     except TmuxError:
         return []
     killed = []
-    for row in rows:
-        session_id, attached, name = [*row.split(" ", 2), "", ""][:3]
+    for row in records(out):
+        session_id, attached, name = split_fields(row, 3) or ("", "", "")
         if name == CONTROL_SESSION and attached == "0":
             try:
                 server.run("kill-session", "-t", session_id)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from fabrikito.base import procs
 from fabrikito.base.errors import TmuxError
-from fabrikito.base.tmux import PANE_FIELDS, Pending, Server
+from fabrikito.base.tmux import FIELD_SEP, PANE_FIELDS, Pending, Server, format_of, split_fields
 from fabrikito.base.values import frozen
 from fabrikito.screen import PaneSnapshot
 
@@ -41,7 +41,7 @@ SNAP_FIELDS = (
 CLAUDE_NAMES = frozenset({"claude", "claude.exe"})
 CLAUDE_PACKAGE = "@anthropic-ai/claude-code"
 MAX_WALK = 64  # processes looked at under a pane, nearest first
-SEP = "\x1f"
+SEP = FIELD_SEP
 
 
 @frozen
@@ -110,8 +110,8 @@ def look(server: Server, pane_id: str, started: Pending | None = None) -> Look:
     (``started``: that invocation, begun earlier by :func:`start_look`)."""
     out = server.run(*_look_args(pane_id)) if started is None else started.result()
     head, _, screen = out.partition("\n")
-    values = head.split(SEP)
-    if len(values) != len(SNAP_FIELDS):
+    values = split_fields(head, len(SNAP_FIELDS))
+    if values is None:
         raise TmuxError(["display-message", "-t", pane_id], returncode=0, stderr=head, reason="unexpected answer")
     found = look_from(dict(zip(SNAP_FIELDS, values, strict=True)), screen)
     if found is None:
@@ -125,7 +125,7 @@ def start_look(server: Server, pane_id: str) -> Pending:
 
 
 def _look_args(pane_id: str) -> list[str]:
-    fmt = SEP.join("#{" + f + "}" for f in SNAP_FIELDS)
+    fmt = format_of(SNAP_FIELDS)
     return ["display-message", "-p", "-t", pane_id, fmt, ";", "capture-pane", "-p", "-e", "-t", pane_id]
 
 
@@ -330,7 +330,7 @@ def start_looks(server: Server, pane_ids: Sequence[str], *, now: bool = True) ->
     marker = f"@fabrikito-look-{os.urandom(8).hex()}"
     if not pane_ids:
         return Looking(server, pane_ids, marker, [], None)
-    fmt = SEP.join("#{" + f + "}" for f in SNAP_FIELDS)
+    fmt = format_of(SNAP_FIELDS)
     args: list[str] = []
     for pane in pane_ids:
         if args:
@@ -357,8 +357,8 @@ def parse_looks(out: str, marker: str, pane_ids: Sequence[str]) -> dict[str, Loo
     for line in out.split("\n"):
         if line.startswith(marker + SEP):
             flush()
-            values = line[len(marker) + 1 :].split(SEP)
-            head = dict(zip(SNAP_FIELDS, values, strict=False)) if len(values) == len(SNAP_FIELDS) else None
+            values = split_fields(line[len(marker) + 1 :], len(SNAP_FIELDS))
+            head = None if values is None else dict(zip(SNAP_FIELDS, values, strict=True))
             screen = []
         elif head is not None:
             screen.append(line)

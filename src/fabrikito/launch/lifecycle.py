@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from fabrikito.base import procs, statedir
 from fabrikito.base.errors import FabrikitoError, TmuxError, UsageError
-from fabrikito.base.tmux import Server
+from fabrikito.base.tmux import FIELD_SEP, Server, format_of
 from fabrikito.base.tmuxcontrol import tmux_events
 from fabrikito.base.values import frozen
 from fabrikito.delivery import seatpane
@@ -232,7 +232,17 @@ def _start(run: _Run, seat: Seat) -> _Waiting | None:
     except (OSError, FabrikitoError) as exc:
         run.fail(seat, f"its settings could not be written to {seats_dir(team)}: {exc}")
         return None
-    args = ["new-session", "-d", "-P", "-F", "#{pane_id}\x1f#{pane_pid}", "-s", seat.session, "-c", str(seat.cwd)]
+    args = [
+        "new-session",
+        "-d",
+        "-P",
+        "-F",
+        format_of(("pane_id", "pane_pid")),
+        "-s",
+        seat.session,
+        "-c",
+        str(seat.cwd),
+    ]
     args += ["-x", str(PANE_COLS), "-y", str(PANE_ROWS)]
     for key, value in seat_env(team, seat).items():
         args += ["-e", f"{key}={value}"]
@@ -246,7 +256,7 @@ def _start(run: _Run, seat: Seat) -> _Waiting | None:
     except TmuxError as exc:
         run.fail(seat, f"tmux could not start its session: {exc}")
         return None
-    pane, _, pid = out.strip().partition("\x1f")
+    pane, _, pid = out.strip().partition(FIELD_SEP)
     try:
         ticks = procs.info(int(pid or 0)).start_ticks
     except (procs.ProcessGone, procs.ProcessUnreadable, ValueError):

@@ -1,0 +1,89 @@
+"""How fabrikito frames tmux's ``-F`` output, proven on every tmux release (3.3a, 3.5a, 3.8).
+
+tmux 3.5a writes U+001F, which fabrikito once put between fields, as the four characters ``\\037``;
+a tab passes through every release.  Values that may hold a tab (names, titles, paths) go last and
+stay whole; lines are cut at ``\\n`` only; ``-u`` keeps non-ASCII names whatever the locale.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from fabrikito.base.tmux import FIELD_SEP, PANE_FIELDS, Server, format_of, parse_version, records, split_fields
+from fabrikito.delivery import seatpane
+
+pytestmark = pytest.mark.tmux_releases
+
+
+def test_the_release_on_path_is_the_one_the_test_runs_on(tmux_release: str, server: Server) -> None:
+    major, minor, letter = server.version()
+    assert f"{major}.{minor}{letter}" == tmux_release
+    assert server.version() is server.version()  # read once
+
+
+def test_a_tab_passes_through_and_u001f_is_what_3_5a_escapes(tmux_release: str, server: Server) -> None:
+    server.new_session("s", ["sleep", "30"], cwd="/")
+    out = server.run("list-panes", "-a", "-F", "a\tb\x1fc")
+    assert out == ("a\tb\\037c\n" if tmux_release == "3.5a" else "a\tb\x1fc\n")
+
+
+def test_the_last_field_keeps_its_tabs_and_the_others_are_cut_at_each() -> None:
+    assert split_fields("%1\t42\tdir\twith\ttabs", 3) == ["%1", "42", "dir\twith\ttabs"]
+    assert split_fields("%1\t42", 3) is None
+    assert format_of(["pane_id", "pane_pid"]) == f"#{{pane_id}}{FIELD_SEP}#{{pane_pid}}"
+    assert PANE_FIELDS[-1] == "session_name"  # the one text value, last
+
+
+def test_lines_are_cut_at_newlines_only() -> None:
+    assert records("a\x1cb\u2028c\x85d\nsecond\n") == ["a\x1cb\u2028c\x85d", "second"]
+    assert records("") == []
+    assert records("one") == ["one"]
+
+
+def test_a_path_with_tabs_and_a_non_ascii_name_round_trip(server: Server, tmp_path: Path) -> None:
+    folder = tmp_path / "a\tb é\x1cc"
+    folder.mkdir()
+    pane = server.new_session("sé", ["sleep", "30"], cwd=str(folder))
+    rows = server.list_panes(["pane_id", "pane_current_path"])
+    assert rows == [{"pane_id": pane, "pane_current_path": str(folder)}]
+    [row] = seatpane.list_panes(server)
+    assert (row.pane_id, row.session, row.dead) == (pane, "sé", False)
+    assert server.pane_fields(pane, ["pane_id", "session_name"]) == {"pane_id": pane, "session_name": "sé"}
+
+
+def test_utf_8_whatever_the_locale(server: Server) -> None:
+    """Under ``LANG=C`` tmux without ``-u`` prints ``é`` as ``_``: fabrikito passes ``-u`` on every call."""
+    server.new_session("é", ["sleep", "30"], cwd="/")
+    env = {"PATH": os.environ["PATH"], "LANG": "C"}
+    bare = subprocess.run(
+        ["tmux", *server.server_flags, "list-sessions", "-F", "#{session_name}"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert bare.stdout == "_\n"  # what -u is for
+    os.environ["LANG"], before = "C", os.environ.get("LANG")
+    try:
+        assert records(Server(socket_name=server.socket_name).run("list-sessions", "-F", "#{session_name}")) == ["é"]
+    finally:
+        os.environ.pop("LANG") if before is None else os.environ.update(LANG=before)
+
+
+def test_a_title_is_read_whole_and_never_holds_a_tab(server: Server) -> None:
+    pane = server.new_session("s", ["sleep", "30"], cwd="/")
+    server.run("select-pane", "-t", pane, "-T", "one two é")
+    assert server.pane_fields(pane, ["pane_id", "pane_title"]) == {"pane_id": pane, "pane_title": "one two é"}
+    server.run("select-pane", "-t", pane, "-T", "three\tfour")  # every release keeps the title it had
+    assert server.pane_fields(pane, ["pane_id", "pane_title"]) == {"pane_id": pane, "pane_title": "one two é"}
+
+
+def test_versions_are_read_from_what_tmux_says() -> None:
+    assert parse_version("tmux 3.5a\n") == (3, 5, "a")
+    assert parse_version("tmux 3.8") == (3, 8, "")
+    assert parse_version("tmux next-3.9") == (3, 9, "")
+    assert parse_version("") == (0, 0, "")
