@@ -11,7 +11,6 @@ the end of the run says per release how its tests went, and keeps that for docs/
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterator
 
 import pytest
 from tests import tmuxreleases, userenv
@@ -31,19 +30,20 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if metafunc.definition.get_closest_marker("tmux_releases") is not None:
-        metafunc.fixturenames.append("tmux_release")
-        metafunc.parametrize(
-            "tmux_release", tmuxreleases.RELEASES, ids=[f"tmux{r}" for r in tmuxreleases.RELEASES], indirect=True
-        )
+        if "tmux_release" not in metafunc.fixturenames:
+            metafunc.fixturenames.append("tmux_release")
+        metafunc.parametrize("tmux_release", tmuxreleases.RELEASES, ids=[f"tmux{r}" for r in tmuxreleases.RELEASES])
 
 
-@pytest.fixture
-def tmux_release(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    """The tmux release this test runs on, its ``tmux`` first on this process's ``PATH`` meanwhile."""
-    release = str(request.param)
+@pytest.fixture(autouse=True)
+def _tmux_release_on_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """For a test of a ``tmux_releases`` module: its release's ``tmux`` first on this process's ``PATH``
+    while it runs (autouse: before any other fixture starts a tmux)."""
+    release = getattr(getattr(request.node, "callspec", None), "params", {}).get("tmux_release")
+    if release is None:
+        return
     tmuxreleases.ensure(release)
     monkeypatch.setenv("PATH", tmuxreleases.path_with(release, userenv.user_env()["PATH"]))
-    yield release
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:

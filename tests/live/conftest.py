@@ -44,10 +44,17 @@ def claude_binary(request: pytest.FixtureRequest) -> Path:
 
 
 @pytest.fixture
-def tmux_server() -> Iterator[Server]:
+def tmux_server(request: pytest.FixtureRequest) -> Iterator[Server]:
     server = Server(socket_name=f"fab-{secrets.token_hex(4)}", timeout=10.0)
     assert not server.is_default
     yield server
+    release = getattr(getattr(request.node, "callspec", None), "params", {}).get("tmux_release")
+    try:
+        version = server.run("display-message", "-p", "#{version}").strip()
+    except TmuxError:
+        version = None  # no session was ever started, or it is gone already
+    if release is not None and version is not None:
+        assert version == release, f"the test's tmux server ran tmux {version}, not {release}"
     try:
         server.kill_server()
     except TmuxError:

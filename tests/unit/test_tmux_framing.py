@@ -13,7 +13,16 @@ from pathlib import Path
 
 import pytest
 
-from fabrikito.base.tmux import FIELD_SEP, PANE_FIELDS, Server, format_of, parse_version, records, split_fields
+from fabrikito.base.tmux import (
+    FIELD_SEP,
+    PANE_FIELDS,
+    Server,
+    format_of,
+    parse_version,
+    records,
+    split_fields,
+    unescape,
+)
 from fabrikito.delivery import seatpane
 
 pytestmark = pytest.mark.tmux_releases
@@ -38,16 +47,26 @@ def test_the_last_field_keeps_its_tabs_and_the_others_are_cut_at_each() -> None:
     assert PANE_FIELDS[-1] == "session_name"  # the one text value, last
 
 
+def test_what_tmux_3_5a_escaped_is_decoded_and_nothing_else_is() -> None:
+    assert unescape("a\\034b\\001\\177") == "a\x1cb\x01\x7f"
+    assert unescape("a\\040 \\x \\9999 end\\") == "a\\040 \\x \\9999 end\\"  # not a control: left as it is
+    assert split_fields("%1\tdir\\011x", 2) == ["%1", "dir\tx"]
+
+
 def test_lines_are_cut_at_newlines_only() -> None:
     assert records("a\x1cb\u2028c\x85d\nsecond\n") == ["a\x1cb\u2028c\x85d", "second"]
     assert records("") == []
     assert records("one") == ["one"]
 
 
-def test_a_path_with_tabs_and_a_non_ascii_name_round_trip(server: Server, tmp_path: Path) -> None:
-    folder = tmp_path / "a\tb é\x1cc"
+def test_a_path_with_tabs_controls_and_non_ascii_and_a_non_ascii_name_round_trip(
+    server: Server, tmp_path: Path, tmux_release: str
+) -> None:
+    folder = tmp_path / "a\tb é\x1cc\x7f"
     folder.mkdir()
     pane = server.new_session("sé", ["sleep", "30"], cwd=str(folder))
+    said = server.run("display-message", "-p", "-t", pane, "#{pane_current_path}").rstrip("\n")
+    assert said == (str(folder)[:-3] + "\\034c\\177" if tmux_release == "3.5a" else str(folder))  # 3.5a escapes
     rows = server.list_panes(["pane_id", "pane_current_path"])
     assert rows == [{"pane_id": pane, "pane_current_path": str(folder)}]
     [row] = seatpane.list_panes(server)

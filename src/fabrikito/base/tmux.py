@@ -106,7 +106,7 @@ class Server:
         known = _versions.get(program)
         if known is None:
             try:
-                said = self.start("-V").result()
+                said = Server.start(self, "-V").result()  # a program of its own, even for a subclass
             except TmuxError:
                 said = ""
             known = _versions[program] = parse_version(said)
@@ -341,10 +341,32 @@ def records(out: str) -> list[str]:
 
 
 def split_fields(line: str, count: int) -> list[str] | None:
-    """The ``count`` values of one line of :func:`format_of`'s format; the last keeps any tab it holds.
-    ``None`` when the line has fewer."""
+    """The ``count`` values of one line of :func:`format_of`'s format; the last keeps any tab it holds,
+    and what tmux 3.5a escaped in it is decoded (:func:`unescape`).  ``None`` when the line has fewer."""
     values = line.split(FIELD_SEP, count - 1)
-    return values if len(values) == count else None
+    if len(values) != count:
+        return None
+    if "\\" in values[-1]:
+        values[-1] = unescape(values[-1])
+    return values
+
+
+def unescape(value: str) -> str:
+    """``value`` with each control character tmux 3.5a wrote as ``\\ooo`` (octal, below 040, or 177) put
+    back.  tmux writes a backslash itself as it is, so a value that holds a backslash, three such digits
+    and nothing escaped reads as the control character: fabrikito's own names never hold a backslash."""
+    out: list[str] = []
+    at = 0
+    while (slash := value.find("\\", at)) >= 0:
+        code = value[slash + 1 : slash + 4]
+        if len(code) == 3 and all(c in "01234567" for c in code) and (code < "040" or code == "177"):
+            out += [value[at:slash], chr(int(code, 8))]
+            at = slash + 4
+        else:
+            out.append(value[at : slash + 1])
+            at = slash + 1
+    out.append(value[at:])
+    return "".join(out)
 
 
 class Pending:

@@ -15,9 +15,10 @@ copy mode...) to a control client that is still connecting (tmux issue 4980,
 fixed in 3.7).  A client per command would connect at any moment, next to
 other commands' clients coming and going; measured here, two connecting at
 once crashed tmux 3.3a in 8 runs of 15.  So the server connects one client,
-and only when tmux lists no attached client (no person who could detach or
-scroll meanwhile; it looks again every 10 s while it has none):
-:func:`connect`, called holding a lock of the tmux
+and, before tmux 3.7, only when tmux lists no attached client (no person who
+could detach or scroll meanwhile; it looks again every 10 s while it has none;
+on 3.7 and later it connects whoever is attached: :func:`may_connect`, by the
+release ``tmux -V`` names): :func:`connect`, called holding a lock of the tmux
 server's that ``up`` and ``down`` also hold while they create or kill sessions
 (:func:`tmux_events`; two teams may share a tmux server).
 
@@ -340,7 +341,7 @@ def connect(server: Server) -> Control | None:
     attached to the server (see the module's docstring) or it did not attach.  The caller holds the
     lock that every connecting server takes."""
     try:
-        if server.run("list-clients", "-F", "#{client_pid}").strip():
+        if not may_connect(server):
             return None
         control = Control(server)
     except (TmuxError, OSError):
@@ -350,6 +351,19 @@ def connect(server: Server) -> Control | None:
     except BaseException:
         control.close()  # never left half connected (tmux 3.3a may then never exit)
         raise
+
+
+#: The first tmux release that never crashes notifying a control client still connecting (tmux issue 4980).
+SAFE_CONNECT = (3, 7)
+
+
+def may_connect(server: Server) -> bool:
+    """Whether a control client may connect now: on tmux 3.7 and later always (a person attached
+    meanwhile, detaching or scrolling, crashes nothing); before, only while tmux lists no attached
+    client (see the module's docstring).  The release is ``tmux -V``'s, read once."""
+    if server.version()[:2] >= SAFE_CONNECT:
+        return True
+    return not server.run("list-clients", "-F", "#{client_pid}").strip()
 
 
 @contextmanager
