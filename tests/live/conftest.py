@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import secrets
 from collections.abc import Iterator
 from pathlib import Path
@@ -40,7 +41,11 @@ LIVE_RELEASES = sorted({claude_setup.CLAUDE_VERSION, max(QUALIFIED, key=_release
 @pytest.fixture(scope="session", params=LIVE_RELEASES)
 def claude_binary(request: pytest.FixtureRequest) -> Path:
     release = str(request.param)
-    return claude_setup.ensure_claude(version=release, env=userenv.tooling_env())  # npm: the machine's network
+    tools = claude_setup.tools_dir_for(release)
+    tools.parent.mkdir(parents=True, exist_ok=True)
+    with open(tools.parent / f".{tools.name}.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # parallel workers (pytest-xdist): one installs, the others wait
+        return claude_setup.ensure_claude(version=release, env=userenv.tooling_env())  # npm: the machine's network
 
 
 @pytest.fixture

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -106,3 +107,20 @@ def test_versions_are_read_from_what_tmux_says() -> None:
     assert parse_version("tmux 3.8") == (3, 8, "")
     assert parse_version("tmux next-3.9") == (3, 9, "")
     assert parse_version("") == (0, 0, "")
+
+
+def test_a_dead_pane_is_listed_and_looked_at_on_every_release(server: Server, tmux_release: str) -> None:
+    """tmux 3.8 prints no ``#{pane_pid}`` for a dead pane (3.3a and 3.5a the pid that exited): the pane
+    is still listed, dead, its pid :data:`~fabrikito.delivery.seatpane.NO_PID`."""
+    pane = server.new_session("s", ["sleep", "0.5"], cwd="/")
+    server.set_window_option(pane, "remain-on-exit", "on")
+    deadline = time.monotonic() + 5
+    while server.display(pane, "#{pane_dead}") != "1" and time.monotonic() < deadline:
+        time.sleep(0.05)
+    said = server.display(pane, "#{pane_pid}")
+    assert (said == "") is (tmux_release == "3.8")
+    [row] = seatpane.list_panes(server)
+    assert (row.pane_id, row.dead) == (pane, True)
+    assert (row.pane_pid == seatpane.NO_PID) is (tmux_release == "3.8")
+    look = seatpane.look(server, pane)
+    assert look.dead and look.pane_pid == row.pane_pid

@@ -85,7 +85,7 @@ def list_panes(server: Server, started: Pending | None = None) -> list[PaneRow]:
             rows.append(
                 PaneRow(
                     pane_id=row["pane_id"],
-                    pane_pid=int(row["pane_pid"]),
+                    pane_pid=pane_pid_of(row["pane_pid"], row["pane_dead"]),
                     session=row["session_name"],
                     dead=row["pane_dead"] == "1",
                     server_pid=int(row["pid"]),
@@ -147,10 +147,22 @@ def look_from(meta: Mapping[str, str], screen: str) -> Look | None:
             snapshot=snap,
             window_width=int(meta["window_width"]),
             window_height=int(meta["window_height"]),
-            pane_pid=int(meta["pane_pid"]),
+            pane_pid=pane_pid_of(meta["pane_pid"], meta["pane_dead"]),
         )
     except (KeyError, ValueError):
         return None
+
+
+#: A dead pane's process id when tmux does not say it (tmux 3.8 prints none): no process has it.
+NO_PID = 0
+
+
+def pane_pid_of(value: str, dead: str) -> int:
+    """``#{pane_pid}`` as a number; :data:`NO_PID` for a dead pane's empty one (tmux 3.8: 3.3a and 3.5a
+    print the pid of the process that exited).  ``ValueError`` for anything else."""
+    if not value and dead == "1":
+        return NO_PID
+    return int(value)
 
 
 def foreground_agent(pane_pid: int) -> Agent | None:

@@ -540,13 +540,18 @@ def _seat_processes(team: Team, seat: Seat, row: seatpane.PaneRow) -> list[reap.
     from fabrikito.launch import reap
 
     record = read_launch(team, seat.role)
-    ticks = record.ticks if record is not None and (record.pane, record.pid) == (row.pane_id, row.pane_pid) else 0
+    leader = row.pane_pid
+    if leader == seatpane.NO_PID:  # a dead pane tmux 3.8 names no pid of: the launch record's, if this pane's
+        if record is None or record.pane != row.pane_id:
+            return []
+        leader = record.pid
+    ticks = record.ticks if record is not None and (record.pane, record.pid) == (row.pane_id, leader) else 0
     if not ticks:
         try:
-            ticks = procs.info(row.pane_pid).start_ticks
+            ticks = procs.info(leader).start_ticks
         except (procs.ProcessGone, procs.ProcessUnreadable):
             ticks = 0
-    return reap.seat_processes(row.pane_pid, ticks)
+    return reap.seat_processes(leader, ticks)
 
 
 def down(
