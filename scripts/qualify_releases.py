@@ -45,6 +45,7 @@ ROOT = claude_setup.repo_root()
 FIXTURES = ROOT / "tests" / "fixtures" / "releases"
 TABLE = ROOT / "src" / "fabrikito" / "screen" / "qualified.py"
 DOC = ROOT / "docs" / "compatibility.md"
+TMUX_SECTION = "## tmux releases"  # written by scripts/tmux_table.py
 FIRST = "2.1.316"
 
 
@@ -102,7 +103,9 @@ def write_table_and_doc() -> None:
     found = corpus.manifests(FIXTURES)
     found_others = {agent: corpus.manifests(FIXTURES / agent) for agent in corpus.OTHER_AGENTS}
     TABLE.write_text(corpus.table_source(found, found_others), encoding="utf-8")
-    DOC.write_text(corpus.compatibility_doc(found, found_others), encoding="utf-8")
+    kept = DOC.read_text(encoding="utf-8").partition(TMUX_SECTION) if DOC.exists() else ("", "", "")
+    tmux = kept[1] + kept[2] if kept[1] else ""  # scripts/tmux_table.py's section, kept as it is
+    DOC.write_text(corpus.compatibility_doc(found, found_others) + ("\n" + tmux if tmux else ""), encoding="utf-8")
     print(f"wrote {TABLE.relative_to(ROOT)} and {DOC.relative_to(ROOT)} ({len(found)} Claude Code releases)")
 
 

@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import secrets
 from collections.abc import Iterator
 from pathlib import Path
@@ -40,14 +41,25 @@ LIVE_RELEASES = sorted({claude_setup.CLAUDE_VERSION, max(QUALIFIED, key=_release
 @pytest.fixture(scope="session", params=LIVE_RELEASES)
 def claude_binary(request: pytest.FixtureRequest) -> Path:
     release = str(request.param)
-    return claude_setup.ensure_claude(version=release, env=userenv.tooling_env())  # npm: the machine's network
+    tools = claude_setup.tools_dir_for(release)
+    tools.parent.mkdir(parents=True, exist_ok=True)
+    with open(tools.parent / f".{tools.name}.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # parallel workers (pytest-xdist): one installs, the others wait
+        return claude_setup.ensure_claude(version=release, env=userenv.tooling_env())  # npm: the machine's network
 
 
 @pytest.fixture
-def tmux_server() -> Iterator[Server]:
+def tmux_server(request: pytest.FixtureRequest) -> Iterator[Server]:
     server = Server(socket_name=f"fab-{secrets.token_hex(4)}", timeout=10.0)
     assert not server.is_default
     yield server
+    release = getattr(getattr(request.node, "callspec", None), "params", {}).get("tmux_release")
+    try:
+        version = server.run("display-message", "-p", "#{version}").strip()
+    except TmuxError:
+        version = None  # no session was ever started, or it is gone already
+    if release is not None and version is not None:
+        assert version == release, f"the test's tmux server ran tmux {version}, not {release}"
     try:
         server.kill_server()
     except TmuxError:

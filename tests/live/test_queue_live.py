@@ -20,7 +20,7 @@ from fabrikito.team import teamfile
 
 from .teamkit import clean_env, fabrikito, log_lines, wait_for, write_team
 
-pytestmark = pytest.mark.live
+pytestmark = [pytest.mark.live, pytest.mark.tmux_releases]
 
 
 @pytest.fixture

@@ -28,7 +28,7 @@ from .teamkit import (
     write_team,
 )
 
-pytestmark = pytest.mark.live
+pytestmark = [pytest.mark.live, pytest.mark.tmux_releases]
 
 EXIT_REFUSED = 3
 THROUGH_CONTROL = "read through the command server's tmux control client"

@@ -30,7 +30,7 @@ from fabrikito.team import teamfile
 
 from .teamkit import clean_env, fabrikito, log_lines, wait_for
 
-pytestmark = pytest.mark.live
+pytestmark = [pytest.mark.live, pytest.mark.tmux_releases]
 
 KICKOFF = "Read your notes and tell the EM what you take first."
 EM_KICKOFF = "You are the EM: check who is up."
@@ -294,7 +294,7 @@ def test_up_reports_seats_that_cannot_start_and_finishes_a_kickoff_later(
     assert record is not None and record.kickoff == "delivered"
 
 
-def test_demo_runs_end_to_end_and_stops(tmp_path: Path) -> None:
+def test_demo_runs_end_to_end_and_stops(tmp_path: Path, tmux_release: str) -> None:
     import secrets
 
     from fabrikito.offline import demo
@@ -315,6 +315,7 @@ def test_demo_runs_end_to_end_and_stops(tmp_path: Path) -> None:
         assert f"tmux -L {socket} attach -t acme-em" in out
         assert demo.running_standin(directory) is not None
         assert Server(socket_name=socket).alive()  # the team is left running
+        assert Server(socket_name=socket).run("display-message", "-p", "#{version}").strip() == tmux_release
     finally:
         stopped = run_demo("--stop", "--dir", str(directory), timeout=60)
         try:

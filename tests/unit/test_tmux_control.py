@@ -24,6 +24,8 @@ from fabrikito.base.tmuxcontrol import CONTROL_SESSION, Control, Controlled, Not
 from fabrikito.cli.invocation import Invocation
 from fabrikito.delivery import seatpane
 
+pytestmark = pytest.mark.tmux_releases
+
 HOSTILE = (
     r"printf '%%begin 1 2 1\n%%end 1 2 1\n%%error 1 2 1\n%%exit\n%%session-changed $9 x\n"
     r"fabrikito-0123456789abcdef-1a\n\033[1;31mred\033[0m back\\slash \044HOME é 漢字 \"q\" #{pane_id} ;\n"
@@ -281,17 +283,31 @@ def test_a_client_gone_makes_reads_run_as_processes(shared: Controlled, server: 
     assert server.capture(pane).count("once") == 1
 
 
-def test_no_client_connects_when_a_client_is_attached_or_no_server_runs(server: Server, tmp_path: Path) -> None:
+def test_a_client_connects_while_a_person_is_attached_only_from_tmux_3_7(
+    server: Server, tmp_path: Path, tmux_release: str
+) -> None:
+    """Before 3.7 a person attached could crash tmux by detaching while the client connects: none is
+    connected then.  From 3.7 it is, and the person coming and going crashes nothing."""
     assert tmuxcontrol.connect(server) is None
     assert not server.alive() and not server.listening()  # -N: none was started
     server.new_session("acme-em", ["sleep", "300"], cwd="/")
     person = subprocess.Popen(
         ["tmux", *server.server_flags, "-C", "attach", "-t", "acme-em"], stdin=subprocess.PIPE, stdout=subprocess.PIPE
     )
+    safe = tmux_release not in ("3.3a", "3.5a")
+    assert tmuxcontrol.may_connect(server) or not safe
     try:
         assert wait_for(lambda: server.run("list-clients", "-F", "#{client_pid}").strip() != "")
-        assert tmuxcontrol.connect(server) is None
-        assert sessions(server) == ["acme-em"]
+        assert tmuxcontrol.may_connect(server) is safe
+        control = tmuxcontrol.connect(server)
+        assert (control is not None) is safe
+        if control is not None:
+            person.kill()  # the person leaves while the client is there
+            person.wait()
+            assert control.exchange(["display-message", "-p", "#{session_name}"]).strip() == CONTROL_SESSION
+            control.close()
+            assert wait_for(lambda: sessions(server) == ["acme-em"])
+        assert sessions(server) == ["acme-em"] and server.alive()
     finally:
         person.kill()
         person.wait()

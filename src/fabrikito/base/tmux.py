@@ -20,9 +20,16 @@ from fabrikito.base.values import frozen
 
 DEFAULT_TIMEOUT = 5.0
 DEFAULT_SOCKET_NAME = "default"
-FIELD_SEP = "\x1f"  # between the values of a format: tmux never prints it in the fields read
-#: The fields of a pane fabrikito lists (seatpane.PaneRow); fixed, so the call can start before the rest is imported.
-PANE_FIELDS = ("pane_id", "pane_pid", "session_name", "pane_dead", "pid", "window_id")
+#: Between the values of a ``-F`` format.  Every supported release prints a tab as it is (tmux 3.5a
+#: writes other control characters, U+001F among them, as ``\\037``); a value that may itself hold a
+#: tab (a name, a title, a path) goes last in its format, and :func:`split_fields` leaves it whole.
+FIELD_SEP = "\t"
+#: Put before every command: tmux reads and writes UTF-8 whatever the locale says (without it, under
+#: ``LANG=C``, it prints a session name's ``é`` as ``_``).
+GLOBAL_FLAGS = ("-u",)
+#: The fields of a pane fabrikito lists (seatpane.PaneRow); fixed, so the call can start before the rest
+#: is imported.  The session's name last: the one value that is text.
+PANE_FIELDS = ("pane_id", "pane_pid", "pane_dead", "pid", "window_id", "session_name")
 
 
 @frozen
@@ -82,13 +89,28 @@ class Server:
         The caller works while tmux answers (``status`` imports its modules while
         the pane list is made, reads ``/proc`` while the screens are captured).
         """
-        argv = [self.binary, *self.server_flags, *args]
+        argv = [self.binary, *GLOBAL_FLAGS, *self.server_flags, *args]
         started: spawn.Started | TmuxError
         try:
             started = spawn.start(argv, os.environ if env is None else env, input or b"")
         except OSError as exc:
             started = TmuxError(argv, returncode=None, stderr=str(exc), reason="could not be started")
         return Pending(argv, started, self.timeout)
+
+    def version(self) -> tuple[int, int, str]:
+        """The release of this server's tmux program (``tmux -V``: 3.5a is ``(3, 5, "a")``), read once per
+        program (the one ``PATH`` finds now); ``(0, 0, "")`` when it says nothing a release reads from."""
+        import shutil
+
+        program = shutil.which(self.binary) or self.binary
+        known = _versions.get(program)
+        if known is None:
+            try:
+                said = Server.start(self, "-V").result()  # a program of its own, even for a subclass
+            except TmuxError:
+                said = ""
+            known = _versions[program] = parse_version(said)
+        return known
 
     def listening(self) -> bool:
         """Whether a server accepts connections on this server's socket, found without running tmux.
@@ -171,16 +193,15 @@ class Server:
         """Every pane of the server (``-a``), one dict per pane with ``fields``.
 
         Fields are tmux format variable names (``pane_id``, ``session_name``...).
-        Values are separated by a byte tmux never prints in these fields.
+        Framed as :func:`format_of` and :func:`records` say.
         ``started`` is the same call begun earlier by :meth:`start_list_panes`.
         """
         out = self.run(*_list_panes_args(fields)) if started is None else started.result()
         rows = []
-        for line in out.splitlines():
-            values = line.split(FIELD_SEP)
-            if len(values) != len(fields):
-                continue
-            rows.append(dict(zip(fields, values, strict=True)))
+        for line in records(out):
+            values = split_fields(line, len(fields))
+            if values is not None:
+                rows.append(dict(zip(fields, values, strict=True)))
         return rows
 
     def start_list_panes(self, fields: Sequence[str] = PANE_FIELDS) -> Pending:
@@ -192,10 +213,9 @@ class Server:
         return self.run("display-message", "-p", "-t", target, fmt).rstrip("\n")
 
     def pane_fields(self, pane: str, fields: Sequence[str]) -> dict[str, str]:
-        sep = "\x1f"
-        out = self.display(pane, sep.join("#{" + f + "}" for f in fields))
-        values = out.split(sep)
-        if len(values) != len(fields):
+        out = self.display(pane, format_of(fields))
+        values = split_fields(out, len(fields))
+        if values is None:
             raise TmuxError(
                 ["display-message", "-t", pane], returncode=0, stderr=out, reason="answered in an unexpected shape"
             )
@@ -253,7 +273,21 @@ class Server:
         (``new-session -A``), its stdin kept open for commands: :mod:`fabrikito.base.tmuxcontrol` speaks to
         it.  ``-N``: it never starts a server; ``ignore-size,no-output``: it sizes no window and is sent no
         pane's output.  Raises ``OSError`` when it cannot be started."""
-        argv = [self.binary, *self.server_flags, "-N", "-C", "new-session", "-A", "-s", session, "-x", "16", "-y", "4"]
+        argv = [
+            self.binary,
+            *GLOBAL_FLAGS,
+            *self.server_flags,
+            "-N",
+            "-C",
+            "new-session",
+            "-A",
+            "-s",
+            session,
+            "-x",
+            "16",
+            "-y",
+            "4",
+        ]
         argv += ["-f", "ignore-size,no-output", "--", "sleep", "2147483647"]
         return spawn.start(argv, os.environ, keep_stdin=True)
 
@@ -275,8 +309,64 @@ class Server:
             self.run("set-option", "-w", "-t", target, option, value)
 
 
+_versions: dict[str, tuple[int, int, str]] = {}
+
+
+def parse_version(said: str) -> tuple[int, int, str]:
+    """``tmux 3.5a`` -> ``(3, 5, "a")``; ``tmux next-3.8`` -> ``(3, 8, "")``; ``(0, 0, "")`` for anything else."""
+    import re
+
+    found = re.search(r"(\d+)\.(\d+)([a-z]?)", said)
+    if found is None:
+        return (0, 0, "")
+    return (int(found.group(1)), int(found.group(2)), found.group(3))
+
+
 def _list_panes_args(fields: Sequence[str]) -> list[str]:
-    return ["list-panes", "-a", "-F", FIELD_SEP.join("#{" + f + "}" for f in fields)]
+    return ["list-panes", "-a", "-F", format_of(fields)]
+
+
+def format_of(fields: Sequence[str]) -> str:
+    """The ``-F`` format printing ``fields`` (tmux format variables) on one line, :data:`FIELD_SEP` between."""
+    return FIELD_SEP.join("#{" + f + "}" for f in fields)
+
+
+def records(out: str) -> list[str]:
+    """tmux's output cut into its lines: at ``\\n`` only (``str.splitlines`` would also cut at the
+    separators U+001C-U+001E, U+0085 and U+2028, which a value may hold); no empty last line."""
+    lines = out.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return lines
+
+
+def split_fields(line: str, count: int) -> list[str] | None:
+    """The ``count`` values of one line of :func:`format_of`'s format; the last keeps any tab it holds,
+    and what tmux 3.5a escaped in it is decoded (:func:`unescape`).  ``None`` when the line has fewer."""
+    values = line.split(FIELD_SEP, count - 1)
+    if len(values) != count:
+        return None
+    if "\\" in values[-1]:
+        values[-1] = unescape(values[-1])
+    return values
+
+
+def unescape(value: str) -> str:
+    """``value`` with each control character tmux 3.5a wrote as ``\\ooo`` (octal, below 040, or 177) put
+    back.  tmux writes a backslash itself as it is, so a value that holds a backslash, three such digits
+    and nothing escaped reads as the control character: fabrikito's own names never hold a backslash."""
+    out: list[str] = []
+    at = 0
+    while (slash := value.find("\\", at)) >= 0:
+        code = value[slash + 1 : slash + 4]
+        if len(code) == 3 and all(c in "01234567" for c in code) and (code < "040" or code == "177"):
+            out += [value[at:slash], chr(int(code, 8))]
+            at = slash + 4
+        else:
+            out.append(value[at : slash + 1])
+            at = slash + 1
+    out.append(value[at:])
+    return "".join(out)
 
 
 class Pending:

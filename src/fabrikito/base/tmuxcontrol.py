@@ -15,9 +15,10 @@ copy mode...) to a control client that is still connecting (tmux issue 4980,
 fixed in 3.7).  A client per command would connect at any moment, next to
 other commands' clients coming and going; measured here, two connecting at
 once crashed tmux 3.3a in 8 runs of 15.  So the server connects one client,
-and only when tmux lists no attached client (no person who could detach or
-scroll meanwhile; it looks again every 10 s while it has none):
-:func:`connect`, called holding a lock of the tmux
+and, before tmux 3.7, only when tmux lists no attached client (no person who
+could detach or scroll meanwhile; it looks again every 10 s while it has none;
+on 3.7 and later it connects whoever is attached: :func:`may_connect`, by the
+release ``tmux -V`` names): :func:`connect`, called holding a lock of the tmux
 server's that ``up`` and ``down`` also hold while they create or kill sessions
 (:func:`tmux_events`; two teams may share a tmux server).
 
@@ -61,7 +62,7 @@ from contextlib import contextmanager
 
 from fabrikito.base import hostos, spawn
 from fabrikito.base.errors import TmuxError
-from fabrikito.base.tmux import Pending, Server, buffer_name
+from fabrikito.base.tmux import Pending, Server, buffer_name, format_of, records, split_fields
 
 CONTROL_SESSION = "_fabrikito-control"
 #: Commands that only read: run by a tmux process of their own when the client did not answer.
@@ -340,7 +341,7 @@ def connect(server: Server) -> Control | None:
     attached to the server (see the module's docstring) or it did not attach.  The caller holds the
     lock that every connecting server takes."""
     try:
-        if server.run("list-clients", "-F", "#{client_pid}").strip():
+        if not may_connect(server):
             return None
         control = Control(server)
     except (TmuxError, OSError):
@@ -350,6 +351,19 @@ def connect(server: Server) -> Control | None:
     except BaseException:
         control.close()  # never left half connected (tmux 3.3a may then never exit)
         raise
+
+
+#: The first tmux release that never crashes notifying a control client still connecting (tmux issue 4980).
+SAFE_CONNECT = (3, 7)
+
+
+def may_connect(server: Server) -> bool:
+    """Whether a control client may connect now: on tmux 3.7 and later always (a person attached
+    meanwhile, detaching or scrolling, crashes nothing); before, only while tmux lists no attached
+    client (see the module's docstring).  The release is ``tmux -V``'s, read once."""
+    if server.version()[:2] >= SAFE_CONNECT:
+        return True
+    return not server.run("list-clients", "-F", "#{client_pid}").strip()
 
 
 @contextmanager
@@ -385,12 +399,12 @@ def remove_leftover(server: Server) -> list[str]:
     """Kill every :data:`CONTROL_SESSION` no client is attached to (its owner was killed outright); the
     session ids killed.  The caller holds the lock connecting servers take."""
     try:
-        rows = server.run("list-sessions", "-F", "#{session_id} #{session_attached} #{session_name}").splitlines()
+        out = server.run("list-sessions", "-F", format_of(("session_id", "session_attached", "session_name")))
     except TmuxError:
         return []
     killed = []
-    for row in rows:
-        session_id, attached, name = [*row.split(" ", 2), "", ""][:3]
+    for row in records(out):
+        session_id, attached, name = split_fields(row, 3) or ("", "", "")
         if name == CONTROL_SESSION and attached == "0":
             try:
                 server.run("kill-session", "-t", session_id)

@@ -183,11 +183,12 @@ class Server:
         """Whether the team's tmux server has a session but the control client's (which keeps the tmux
         server running: when the seats are gone the server ends, and its client's session with it)."""
         from fabrikito.base.tmux import Server as Tmux
+        from fabrikito.base.tmux import records
 
         if self.tmux_socket is None:
             return True
         try:
-            names = Tmux(socket_path=self.tmux_socket).run("list-sessions", "-F", "#{session_name}").split()
+            names = records(Tmux(socket_path=self.tmux_socket).run("list-sessions", "-F", "#{session_name}"))
         except TmuxError:
             return False
         return any(name != tmuxcontrol.CONTROL_SESSION for name in names)

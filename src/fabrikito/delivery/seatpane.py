@@ -16,7 +16,7 @@ from pathlib import Path
 
 from fabrikito.base import hostos, procs
 from fabrikito.base.errors import TmuxError
-from fabrikito.base.tmux import PANE_FIELDS, Pending, Server
+from fabrikito.base.tmux import FIELD_SEP, PANE_FIELDS, Pending, Server, format_of, split_fields
 from fabrikito.base.values import frozen
 from fabrikito.screen import PaneSnapshot
 
@@ -41,7 +41,7 @@ SNAP_FIELDS = (
 CLAUDE_NAMES = frozenset({"claude", "claude.exe"})
 CLAUDE_PACKAGE = "@anthropic-ai/claude-code"
 MAX_WALK = 64  # processes looked at under a pane, nearest first
-SEP = "\x1f"
+SEP = FIELD_SEP
 
 
 @frozen
@@ -87,7 +87,7 @@ def list_panes(server: Server, started: Pending | None = None) -> list[PaneRow]:
             rows.append(
                 PaneRow(
                     pane_id=row["pane_id"],
-                    pane_pid=int(row["pane_pid"]),
+                    pane_pid=pane_pid_of(row["pane_pid"], row["pane_dead"]),
                     session=row["session_name"],
                     dead=row["pane_dead"] == "1",
                     server_pid=int(row["pid"]),
@@ -112,8 +112,8 @@ def look(server: Server, pane_id: str, started: Pending | None = None) -> Look:
     (``started``: that invocation, begun earlier by :func:`start_look`)."""
     out = server.run(*_look_args(pane_id)) if started is None else started.result()
     head, _, screen = out.partition("\n")
-    values = head.split(SEP)
-    if len(values) != len(SNAP_FIELDS):
+    values = split_fields(head, len(SNAP_FIELDS))
+    if values is None:
         raise TmuxError(["display-message", "-t", pane_id], returncode=0, stderr=head, reason="unexpected answer")
     found = look_from(dict(zip(SNAP_FIELDS, values, strict=True)), screen)
     if found is None:
@@ -127,7 +127,7 @@ def start_look(server: Server, pane_id: str) -> Pending:
 
 
 def _look_args(pane_id: str) -> list[str]:
-    fmt = SEP.join("#{" + f + "}" for f in SNAP_FIELDS)
+    fmt = format_of(SNAP_FIELDS)
     return ["display-message", "-p", "-t", pane_id, fmt, ";", "capture-pane", "-p", "-e", "-t", pane_id]
 
 
@@ -149,10 +149,22 @@ def look_from(meta: Mapping[str, str], screen: str) -> Look | None:
             snapshot=snap,
             window_width=int(meta["window_width"]),
             window_height=int(meta["window_height"]),
-            pane_pid=int(meta["pane_pid"]),
+            pane_pid=pane_pid_of(meta["pane_pid"], meta["pane_dead"]),
         )
     except (KeyError, ValueError):
         return None
+
+
+#: A dead pane's process id when tmux does not say it (tmux 3.8 prints none): no process has it.
+NO_PID = 0
+
+
+def pane_pid_of(value: str, dead: str) -> int:
+    """``#{pane_pid}`` as a number; :data:`NO_PID` for a dead pane's empty one (tmux 3.8: 3.3a and 3.5a
+    print the pid of the process that exited).  ``ValueError`` for anything else."""
+    if not value and dead == "1":
+        return NO_PID
+    return int(value)
 
 
 def foreground_agent(pane_pid: int) -> Agent | None:
@@ -336,7 +348,7 @@ def start_looks(server: Server, pane_ids: Sequence[str], *, now: bool = True) ->
     ``/proc`` meanwhile); ``now=False``: made by :meth:`Looking.looks`, through ``server.run``.  One call
     for up to about 55 panes (:data:`CHAIN_BYTES`); more are split into calls started together."""
     marker = f"@fabrikito-look-{os.urandom(8).hex()}"
-    fmt = SEP.join("#{" + f + "}" for f in SNAP_FIELDS)
+    fmt = format_of(SNAP_FIELDS)
     chains: list[tuple[Sequence[str], list[str], Pending | None]] = []
     panes: list[str] = []
     args: list[str] = []
@@ -380,8 +392,8 @@ def parse_looks(out: str, marker: str, pane_ids: Sequence[str]) -> dict[str, Loo
     for line in out.split("\n"):
         if line.startswith(marker + SEP):
             flush()
-            values = line[len(marker) + 1 :].split(SEP)
-            head = dict(zip(SNAP_FIELDS, values, strict=False)) if len(values) == len(SNAP_FIELDS) else None
+            values = split_fields(line[len(marker) + 1 :], len(SNAP_FIELDS))
+            head = None if values is None else dict(zip(SNAP_FIELDS, values, strict=True))
             screen = []
         elif head is not None:
             screen.append(line)

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from fabrikito.base import procs, statedir
 from fabrikito.base.errors import FabrikitoError, TmuxError, UsageError
-from fabrikito.base.tmux import Server
+from fabrikito.base.tmux import FIELD_SEP, Server, format_of
 from fabrikito.base.tmuxcontrol import tmux_events
 from fabrikito.base.values import frozen
 from fabrikito.delivery import seatpane
@@ -232,7 +232,17 @@ def _start(run: _Run, seat: Seat) -> _Waiting | None:
     except (OSError, FabrikitoError) as exc:
         run.fail(seat, f"its settings could not be written to {seats_dir(team)}: {exc}")
         return None
-    args = ["new-session", "-d", "-P", "-F", "#{pane_id}\x1f#{pane_pid}", "-s", seat.session, "-c", str(seat.cwd)]
+    args = [
+        "new-session",
+        "-d",
+        "-P",
+        "-F",
+        format_of(("pane_id", "pane_pid")),
+        "-s",
+        seat.session,
+        "-c",
+        str(seat.cwd),
+    ]
     args += ["-x", str(PANE_COLS), "-y", str(PANE_ROWS)]
     for key, value in seat_env(team, seat).items():
         args += ["-e", f"{key}={value}"]
@@ -246,7 +256,7 @@ def _start(run: _Run, seat: Seat) -> _Waiting | None:
     except TmuxError as exc:
         run.fail(seat, f"tmux could not start its session: {exc}")
         return None
-    pane, _, pid = out.strip().partition("\x1f")
+    pane, _, pid = out.strip().partition(FIELD_SEP)
     try:
         ticks = procs.info(int(pid or 0)).start_ticks
     except (procs.ProcessGone, procs.ProcessUnreadable, ValueError):
@@ -530,13 +540,18 @@ def _seat_processes(team: Team, seat: Seat, row: seatpane.PaneRow) -> list[reap.
     from fabrikito.launch import reap
 
     record = read_launch(team, seat.role)
-    ticks = record.ticks if record is not None and (record.pane, record.pid) == (row.pane_id, row.pane_pid) else 0
+    leader = row.pane_pid
+    if leader == seatpane.NO_PID:  # a dead pane tmux 3.8 names no pid of: the launch record's, if this pane's
+        if record is None or record.pane != row.pane_id:
+            return []
+        leader = record.pid
+    ticks = record.ticks if record is not None and (record.pane, record.pid) == (row.pane_id, leader) else 0
     if not ticks:
         try:
-            ticks = procs.info(row.pane_pid).start_ticks
+            ticks = procs.info(leader).start_ticks
         except (procs.ProcessGone, procs.ProcessUnreadable):
             ticks = 0
-    return reap.seat_processes(row.pane_pid, ticks)
+    return reap.seat_processes(leader, ticks)
 
 
 def down(

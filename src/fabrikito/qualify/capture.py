@@ -37,9 +37,9 @@ META_FIELDS = (
     "cursor_flag",
     "pane_width",
     "pane_height",
-    "pane_current_command",
     "history_size",
     "mouse_any_flag",
+    "pane_current_command",  # the one text value, last (base.tmux.split_fields)
 )
 LABEL = "[from em] "
 WORDS = "the quick brown fox jumps over the lazy dog while the build runs and the tests keep passing one after another "
