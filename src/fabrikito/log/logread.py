@@ -154,6 +154,7 @@ def follow(
     *,
     interval: float = FOLLOW_INTERVAL,
     from_end: bool = True,
+    opened: tuple[int | None, int] | None = None,
 ) -> Iterator[Item]:
     """The log's lines as they come, until interrupted; from its end (what is there is not shown).
 
@@ -163,7 +164,7 @@ def follow(
     of the new one.  Lines are not numbered.
     """
     name = os.fspath(path)
-    fd, offset = _open_current(name, from_end=from_end)
+    fd, offset = _open_current(name, from_end=from_end) if opened is None else opened
     try:
         while True:
             if fd is None:
@@ -194,6 +195,13 @@ def follow(
     finally:
         if fd is not None:
             os.close(fd)
+
+
+def open_end(path: str | os.PathLike[str]) -> tuple[int | None, int]:
+    """The log opened at its end, for :func:`follow` (``opened=``) to start exactly where a read made after
+    this ends: a line appended after the read is shown, never skipped (one appended in the moment between
+    this open and the read's end is shown by both: twice, which a reader can tell, rather than never)."""
+    return _open_current(os.fspath(path), from_end=True)
 
 
 def _open_current(name: str, *, from_end: bool) -> tuple[int | None, int]:

@@ -81,10 +81,11 @@ def cmd_log(args: argparse.Namespace) -> int:
         raise UsageError(f"-n {last} is not a count of lines: give 0 or more")
     try:
         if args.follow:
+            opened = logread.open_end(team.log_path)  # before the read: what comes meanwhile is followed
             if last or window.since is not None:
                 for number, item in logread.select(team.log_path, window, last=last, keep=filters.keep):
                     _emit(out, number, item, filters, as_json=args.json, stream=True)
-            for number, item in logread.follow(team.log_path):
+            for number, item in logread.follow(team.log_path, opened=opened):
                 _emit(out, number, item, filters, as_json=args.json, stream=True)
             return 0
         if any(seat.host is not None for seat in team.seats):
