@@ -40,9 +40,10 @@ _NEVER = ("TMUX", "TMUX_PANE", "TEAM_ROLE", "CLAUDECODE", "CLAUDE_CODE_", "FABRI
 
 
 def user_env(extra: Mapping[str, str] | None = None, **more: str) -> dict[str, str]:
-    """The allow-listed variables as this process has them now (a ``PATH`` a test set, with another tmux
-    release first, reaches what it starts), then ``extra`` and ``more`` (set on purpose)."""
-    env = {name: os.environ[name] for name in ALLOWED if name in os.environ}
+    """The allow-listed variables as this process has them now (a test may have set ``PATH``, with another tmux
+    release first), else as the machine had them; then ``extra`` and ``more`` (set on purpose)."""
+    now = {name: os.environ[name] for name in ALLOWED if name in os.environ}
+    env = {**{name: MACHINE[name] for name in ALLOWED if name in MACHINE}, **now}
     env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
     env.update(extra or {})
     env.update(more)

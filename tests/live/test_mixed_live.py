@@ -20,6 +20,7 @@ from fabrikito.base import procs
 from fabrikito.base.errors import TmuxError
 from fabrikito.base.tmux import Server
 from fabrikito.base.tmuxcontrol import CONTROL_SESSION
+from fabrikito.cli import serverctl
 from fabrikito.delivery import seatpane
 from fabrikito.launch import lifecycle, seatfiles
 from fabrikito.offline import api_gemini, api_openai, claude_setup, demo_mixed, other_setup, seatkit
@@ -225,7 +226,8 @@ def test_demo_mixed_messages_go_round_all_three_and_stop_leaves_nothing(tmp_path
     from fabrikito.offline import demo
 
     try:
-        demo_mixed.run(directory, out=lines.append, socket=socket)
+        # As `fabrikito demo --mixed` runs it: with the command server, whose control session is among the rows.
+        demo_mixed.run(directory, out=lines.append, socket=socket, helpers=[serverctl.UP_HELPER])
         team = teamfile.load(directory / "team.toml")
         for sender, recipient, text in demo_mixed.FLOW:
             assert demo_mixed.wait_delivered(team, sender, recipient, text, timeout=5), "\n".join(lines)
@@ -233,7 +235,7 @@ def test_demo_mixed_messages_go_round_all_three_and_stop_leaves_nothing(tmp_path
         pane_pids = [r.pane_pid for r in rows]  # the command server's control session's too: it must end
         assert sorted(r.session for r in rows) == sorted([*(s.session for s in team.seats), CONTROL_SESSION])
     finally:
-        demo.stop(directory, out=lines.append)
+        demo.stop(directory, out=lines.append, stop_helpers=[serverctl.stop])
     assert not [p for pid in pane_pids for p in procs.session_members(pid)], "\n".join(lines)
     for role in ("cx", "gm"):  # Gemini's relaunching parent outlives its pane unless down ends it
         assert not other_setup.pids_with_home(directory / f"home-{role}"), "\n".join(lines)

@@ -14,6 +14,7 @@ user's environment (tests/userenv.py): the server's and the asker's
 
 from __future__ import annotations
 
+import ctypes
 import fcntl
 import os
 import re
@@ -70,7 +71,7 @@ class Bench:
     def start_server(self, unbuffered: bool) -> None:
         loaded = teamfile.load(self.team)
         serverctl.stop(loaded)
-        env = clean_env({"PYTHONUNBUFFERED": "1"} if unbuffered else {})
+        env = clean_env({"PYTHONUNBUFFERED": "1"} if unbuffered else {}) | {"FABRIKITO_SAY_RESEND_WINDOW": "0"}
         assert serverctl.ensure_running(loaded, env=env)
         pid = serverctl.running_pid(self.team)
         assert pid is not None
@@ -88,7 +89,11 @@ class Bench:
         return [sys.executable, "-m", "fabrikito", command, "--team", str(self.team), *rest]
 
     def env(self, *, served: bool, unbuffered: bool, role: str | None) -> dict[str, str]:
-        extra = {} if served else {"FABRIKITO_SERVER": "0"}
+        # Each scenario runs once served and twice direct, with the same text: with say's resend window (300 s)
+        # the second refusal of a draft would be told as a repeat. The window off, each refusal is a first.
+        extra = {"FABRIKITO_SAY_RESEND_WINDOW": "0"}
+        if not served:
+            extra["FABRIKITO_SERVER"] = "0"
         if unbuffered:
             extra["PYTHONUNBUFFERED"] = "1"
         if role is not None:
@@ -136,19 +141,51 @@ def copy_mode(bench: Bench) -> Callable[[], None]:
 
 
 def seat_stopped(bench: Bench) -> Callable[[], None]:
-    """Claude Code stopped (SIGSTOP to its pane's processes): the label is pasted and never drawn, so say
-    ends typed, not submitted."""
-    group = os.getpgid(bench.seat.pid)
-    os.killpg(group, signal.SIGSTOP)
+    """Claude Code frozen: the label is pasted and never drawn, so say ends typed, not submitted.  Frozen by
+    ptrace, not SIGSTOP: tmux sends a stopped pane's processes SIGCONT (seen in CI, where the SIGSTOPped seat
+    drew the paste and say delivered), while a thread held in a ptrace stop stays stopped until released."""
+    tasks = _freeze(bench.seat.pid)
 
     def resume() -> None:
-        os.killpg(group, signal.SIGCONT)
+        _thaw(tasks)
         time.sleep(1.0)
         bench.tmux.send_keys(bench.seat.pane, "C-u")
         time.sleep(0.5)
         bench.tmux.send_keys(bench.seat.pane, "C-u")
 
     return resume
+
+
+_PTRACE_DETACH, _PTRACE_SEIZE, _PTRACE_INTERRUPT, _WALL = 17, 0x4206, 0x4207, 0x40000000
+
+
+def _ptrace(request: int, tid: int) -> None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]
+    if libc.ptrace(request, tid, None, None) != 0:
+        raise OSError(ctypes.get_errno(), f"ptrace {request:#x} of {tid}")
+
+
+def _freeze(pid: int) -> list[int]:
+    """Every thread of ``pid`` held in a ptrace stop (this thread is their tracer; :func:`_thaw` releases them)."""
+    frozen: list[int] = []
+    for _ in range(3):  # a thread started while the others were seized is seized on the next pass
+        for tid in sorted(int(t) for t in os.listdir(f"/proc/{pid}/task")):
+            if tid in frozen:
+                continue
+            _ptrace(_PTRACE_SEIZE, tid)
+            _ptrace(_PTRACE_INTERRUPT, tid)
+            os.waitpid(tid, _WALL)
+            frozen.append(tid)
+    return frozen
+
+
+def _thaw(tasks: list[int]) -> None:
+    for tid in tasks:
+        try:
+            _ptrace(_PTRACE_DETACH, tid)
+        except OSError:  # a thread that ended while held
+            pass
 
 
 def lock_held(bench: Bench) -> Callable[[], None]:

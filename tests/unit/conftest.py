@@ -50,9 +50,11 @@ def shim(tmp_path: Path) -> tuple[Path, Path]:
     folder, log = tmp_path / "bin", tmp_path / "tmux-calls"
     folder.mkdir()
     real = subprocess.run(["sh", "-c", "command -v tmux"], capture_output=True, text=True, check=True).stdout.strip()
-    grandparent = "$(cut -d' ' -f4 /proc/$PPID/stat)"
+    # A caller that has already exited (a call left running by a refused command) has no stat: "?".
+    grandparent = "g=$(cut -d' ' -f4 /proc/$PPID/stat 2>/dev/null)"
     (folder / "tmux").write_text(
-        f'#!/bin/sh\necho "$PPID {grandparent}" >> "${{TMUX_CALLS:-{log}}}"\nexec {real} "$@"\n', encoding="utf-8"
+        f'#!/bin/sh\n{grandparent}\necho "$PPID ${{g:-?}}" >> "${{TMUX_CALLS:-{log}}}"\nexec {real} "$@"\n',
+        encoding="utf-8",
     )
     (folder / "tmux").chmod(0o755)
     return folder, log

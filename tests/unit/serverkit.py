@@ -51,10 +51,11 @@ def here(argv: list[str], cwd: Path, stdin: str | None = None, **extra: str) -> 
 
 
 def callers(log: Path) -> list[tuple[int, int]]:
-    """``(parent, grandparent)`` of each tmux call logged since the last look."""
+    """``(parent, grandparent)`` of each tmux call logged since the last look; a call whose caller had exited
+    before the shim looked (its grandparent logged as ``?``) cannot be placed and is left out."""
     lines = log.read_text(encoding="utf-8").splitlines() if log.exists() else []
     log.unlink(missing_ok=True)
-    return [(int(a), int(b)) for a, b in (line.split() for line in lines)]
+    return [(int(a), int(b)) for a, b in (line.split() for line in lines) if b != "?"]
 
 
 def same(a: subprocess.CompletedProcess[str], b: subprocess.CompletedProcess[str]) -> bool:

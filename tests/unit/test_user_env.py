@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from tests import userenv
@@ -83,6 +84,11 @@ def test_a_seat_gets_its_own_variables_and_a_users(team: teamfile.Team, tmp_path
 def test_a_leak_is_caught() -> None:
     proc = subprocess.Popen(["sleep", "30"], env=userenv.user_env(PYTHONUNBUFFERED="1", IS_SANDBOX="yes"))
     try:
+        # Popen can return before the child's exec is visible in /proc (seen in CI: the environment read was
+        # still the parent's): wait until the process is sleep itself.
+        deadline = time.monotonic() + 10
+        while Path(f"/proc/{proc.pid}/cmdline").read_bytes() != b"sleep\x0030\x00" and time.monotonic() < deadline:
+            time.sleep(0.01)
         assert userenv.leaks(userenv.environ_of(proc.pid)) == ["IS_SANDBOX", "PYTHONUNBUFFERED"]
     finally:
         proc.kill()
