@@ -31,10 +31,9 @@ CHECKED: Mapping[str, str] = {
     "test_tmux_framing.py": "-F framing: tab between fields, names/paths/titles with tabs, controls, UTF-8",
     "test_tmux_control.py": "the command server's control client (connect, exchange, leftovers)",
     "test_say_live.py": "say direct: into a seat's box, refusals, growing a short pane, copy mode",
-    "test_say_served_live.py": "say served (through the command server)",
-    "test_queue_live.py": "the queue and its worker; flush",
-    "test_up_live.py": "up and down; status",
-    "test_demo_tmux_live.py": "the demo: demo, up, say, status, down",
+    "test_say_served_live.py": "say and flush served (through the command server)",
+    "test_queue_live.py": "the queue and its worker",
+    "test_up_live.py": "up, status and down; the demo (demo, its say and status, demo --stop)",
 }
 
 

@@ -393,7 +393,10 @@ def test_a_stop_while_it_connects_comes_once_its_client_is_connected_and_shared(
     real = serverctl.connect_control
 
     def stopped_meanwhile(t: teamfile.Team) -> tmuxcontrol.Control | None:
-        os.kill(os.getpid(), signal.SIGTERM)  # down's stop, while the client connects
+        # down's stop, while the client connects. To this thread, which holds the stop signals while it
+        # connects: sent to the process, the kernel hands it to a thread that does not hold them (a parallel
+        # worker's own threads), and the server, single-threaded, has no such thread.
+        signal.pthread_kill(threading.get_ident(), signal.SIGTERM)
         return real(t)
 
     monkeypatch.setattr(command_server, "connect_control", stopped_meanwhile)
