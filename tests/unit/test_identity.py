@@ -4,6 +4,7 @@ import contextlib
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,6 +26,11 @@ def team(tmp_path: Path) -> teamfile.Team:
 @pytest.fixture
 def child() -> Iterator[subprocess.Popen[bytes]]:
     proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"], env={"TEAM_ROLE": "qa"})
+    # Popen returns once the child's exec has closed its descriptors, a moment before the kernel has laid out
+    # the new environment: until then /proc shows none (a parallel run read it so).
+    deadline = time.monotonic() + 10
+    while b"TEAM_ROLE=qa" not in Path(f"/proc/{proc.pid}/environ").read_bytes() and time.monotonic() < deadline:
+        time.sleep(0.01)
     yield proc
     proc.kill()
     proc.wait()
