@@ -98,6 +98,14 @@ class SeatStatus:
     release: str | None = None  # the agent's release, when one runs and it can be told
     qualified: bool | None = None  # whether fabrikito recognises that release (None: no agent)
     host: str | None = None  # the ssh destination of the seat's host (None: this machine)
+    state_since: float | None = None  # when the registry's status last changed (statusUpdatedAt), when known
+
+
+@frozen
+class WatcherLine:
+    running: bool
+    pid: int | None
+    stale: float | None  # seconds since its last round, when that is long enough to be worth saying
 
 
 @frozen
@@ -115,6 +123,8 @@ class Status:
     tmux_calls: int
     server_running: bool
     queue: queueview.Overview | None = None  # the delivery worker and what waits (say --queue)
+    screens: Mapping[str, str] | None = None  # role -> its screen as plain text (the watcher asks for them)
+    watcher: WatcherLine | None = None  # whether the team's watcher runs (fabrikito.launch.watcherproc)
 
 
 # -- reading panes ---------------------------------------------------------------
@@ -215,7 +225,12 @@ def list_panes(server: Server, started: Pending | None = None) -> tuple[list[sea
 
 
 def collect(
-    team: Team, *, server: Server | None = None, screens: bool = True, listing: Pending | None = None
+    team: Team,
+    *,
+    server: Server | None = None,
+    screens: bool = True,
+    listing: Pending | None = None,
+    keep_screens: bool = False,
 ) -> Status:
     """Everything ``status`` shows, with at most two tmux calls.
 
@@ -239,12 +254,15 @@ def collect(
         agents[seat.role] = None if row is None or row.dead else seatpane.foreground_agent(row.pane_pid)
     times = last_message_times(team.log_path, team.roles)
     looks = looking.looks()
+    kept: dict[str, str] = {}
     seats = []
     for seat in team.seats:
         row = by_session[seat.session]
         agent = agents[seat.role]
         look = looks.get(row.pane_id) if row is not None else None
         state, detail = seat_state(row, agent, agent.registry if agent is not None else None, look)
+        if keep_screens and look is not None:
+            kept[seat.role] = plain_text(look.snapshot.ansi)
         last_to, last_from = times.get(seat.role, (None, None))
         seats.append(
             SeatStatus(
@@ -259,6 +277,7 @@ def collect(
                 pid=agent.pid if agent is not None else None,
                 release=agent.version if agent is not None else None,
                 qualified=_qualified(agent),
+                state_since=_state_since(agent),
             )
         )
     found = refusals.notices(team.state_dir / "say", list(team.roles))  # say's records (seatlock.say_dir)
@@ -270,7 +289,22 @@ def collect(
         tmux_calls=calls,
         server_running=running,
         queue=queueview.collect(team),
+        screens=kept if keep_screens else None,
+        watcher=watcher_line(team),
     )
+
+
+def watcher_line(team: Team) -> WatcherLine:
+    from fabrikito.launch import watcherproc
+
+    info = watcherproc.info(team)
+    return WatcherLine(info.running, info.pid, info.stale)
+
+
+def _state_since(agent: seatpane.Agent | None) -> float | None:
+    entry = agent.registry if agent is not None else None
+    value = entry.get("statusUpdatedAt") if entry is not None else None
+    return value / 1000 if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
 def seat_state(
@@ -434,7 +468,18 @@ def render(status: Status, *, today: str | None = None) -> str:
         lines.append(notice_line(notice, attach))
     if status.queue is not None:
         lines += queue_lines(status.queue)
+    if status.watcher is not None:
+        lines.append(watcher_text(status.watcher))
     return "\n".join(lines)
+
+
+def watcher_text(w: WatcherLine) -> str:
+    """The watcher's line: no age unless it is stale (the same line served or not, round after round)."""
+    if not w.running:
+        return "watcher: not running (./fabrikito up starts it)"
+    if w.stale is not None:
+        return f"watcher: running (pid {w.pid}), no round for {w.stale:.0f}s: stuck? see watcher.err"
+    return f"watcher: running (pid {w.pid})"
 
 
 def queue_lines(view: queueview.Overview) -> list[str]:
@@ -471,6 +516,9 @@ def to_json(status: Status) -> dict[str, Any]:
         ],
         "notices": [{"role": n.role, "count": n.count, "last": msglog.local_time(n.last)} for n in status.notices],
         "queue": None if status.queue is None else queue_json(status.queue),
+        "watcher": None
+        if status.watcher is None
+        else {"running": status.watcher.running, "pid": status.watcher.pid, "stale": status.watcher.stale is not None},
     }
 
 

@@ -37,6 +37,8 @@ from pathlib import Path
 
 from fabrikito.base.errors import TeamFileError
 from fabrikito.base.values import field, frozen
+from fabrikito.team import watchconf
+from fabrikito.team.watchconf import WatchConfig
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy knows the name)
 if TYPE_CHECKING:
@@ -61,7 +63,10 @@ ALLOW_BYPASS_FLAG = "--allow-dangerously-skip-permissions"
 SKIP_PERMISSIONS_FLAG = "--dangerously-skip-permissions"
 
 TEAM_KEYS = frozenset(
-    {"name", "tmux_socket", "tmux_socket_path", "agent", "kickoff", "shared_prompt", "seat", "origin"}
+    {
+        *("name", "tmux_socket", "tmux_socket_path", "agent", "kickoff", "shared_prompt", "seat", "origin"),
+        *("notify", "watch"),
+    }
 )
 SEAT_KEYS = frozenset(
     {"role", "session", "cwd", "permission_mode", "args", "kickoff", "env", "agent", "command", "host"}
@@ -143,6 +148,7 @@ class Team:
     kickoff: str | None = None
     shared_prompt: Path | None = None
     origin: str | None = None  # how seats on other hosts reach this machine (an ssh destination)
+    watch: WatchConfig = field(default_factory=WatchConfig)  # notify and the watcher's thresholds
 
     @property
     def base_dir(self) -> Path:
@@ -287,6 +293,7 @@ def parse(data: Mapping[str, Any], team_path: Path) -> Team:
     shared_raw = _optional_str(data, "shared_prompt", "team", bad)
     shared_prompt = team_path.parent / (shared_raw if shared_raw is not None else DEFAULT_SHARED_PROMPT)
     origin = _host(data, "team", bad, key="origin")
+    watch = watchconf.parse(data.get("notify"), data.get("watch"), bad)
 
     raw_seats = data.get("seat")
     seats: list[Seat] = []
@@ -334,6 +341,7 @@ def parse(data: Mapping[str, Any], team_path: Path) -> Team:
         kickoff=kickoff,
         shared_prompt=shared_prompt,
         origin=origin,
+        watch=watch,
     )
 
 
