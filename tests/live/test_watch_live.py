@@ -172,7 +172,7 @@ def test_permission_prompt_held_dialog_and_api_error_are_told_once_and_resolved(
     wait_event(team, "api-error", "byp", events.RESOLVED)
 
     # nothing was told twice, and the resolved lines were not notified (resolved = false)
-    keys = [n["key"] for n in notified(notify_file)]
+    keys = [str(n["key"]) for n in notified(notify_file)]
     assert sorted(keys) == sorted(set(keys)) and all(n["event"] == events.OPENED for n in notified(notify_file))
     assert not (team.parent / ".state" / "live" / watcherproc.ERR_NAME).read_text().strip(), _describe(team)
 
