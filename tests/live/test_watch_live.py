@@ -110,6 +110,16 @@ def _describe(team_path: Path, server: Server | None = None) -> str:
     return "events:\n" + "".join(lines) + ("\nwatcher.err:\n" + err.read_text() if err.exists() else "") + screens
 
 
+def answer(server: Server, pane: str, key: str, dialog: str) -> None:
+    """Press ``key`` as the owner would, once a second until the dialog is gone (a release can ignore
+    a key pressed the moment its dialog is drawn)."""
+    deadline = time.monotonic() + 20
+    while dialog in server.capture(pane):
+        assert time.monotonic() < deadline, server.capture(pane)
+        server.send_keys(pane, key)
+        time.sleep(1)
+
+
 def told_once(team_path: Path, notify_file: Path, key: str) -> None:
     opened = [e for e in read_events(team_path) if e.key == key and e.event == events.OPENED]
     assert len(opened) == 1, _describe(team_path)
@@ -145,7 +155,7 @@ def test_permission_prompt_held_dialog_and_api_error_are_told_once_and_resolved(
     start_watcher(team)
     time.sleep(2)
     told_once(team, notify_file, "permission ask")  # still one line, one call
-    tmux_server.send_keys(ask.pane, "Escape")  # the owner declines it
+    answer(tmux_server, ask.pane, "Escape", "Do you want to proceed?")  # the owner declines it
     wait_event(team, "permission", "ask", events.RESOLVED)
 
     # -- a held-message dialog: bypass byp's SendMessage to prompting edit is held at edit ----------
@@ -156,8 +166,8 @@ def test_permission_prompt_held_dialog_and_api_error_are_told_once_and_resolved(
     event = wait_event(team, "held-dialog", "edit")
     assert "dropped in about 4m" in event.detail and "from byp" in event.detail, event.detail
     told_once(team, notify_file, "held-dialog edit")
-    tmux_server.send_keys(edit.pane, "Enter")  # Deny, the default row
-    wait_event(team, "held-dialog", "edit", events.RESOLVED)
+    answer(tmux_server, edit.pane, "Enter", HELD_TITLE)  # Deny, the default row
+    wait_event(team, "held-dialog", "edit", events.RESOLVED, server=tmux_server)
 
     # -- an API error served by the stand-in: told while it is the seat's last word, resolved after --
     failing = standin.on("break now", Reply(text="the stand-in refuses this request", error=400), once=False)

@@ -25,6 +25,7 @@ HELD_LINE = re.compile(r"Held peer message — from (\S+)")
 DIALOG_EXPIRY = 300.0  # Claude Code's dialogExpiry default (5 minutes); a held message is dropped then
 API_ERROR = re.compile(r"^● (API Error[^\n]*|.*\b(?:[Rr]ate limit|rate_limit|[Oo]verloaded)\b[^\n]*)")
 RULE = "─" * 12
+QUESTION_WAIT = 1.0  # how long a permission prompt is given to show its question before it is told without
 SOCKET_PID = re.compile(r"/(\d+)\.sock\b")
 
 
@@ -126,7 +127,9 @@ def _dialog(seat: SeatStatus, screen: str | None, now: float, by_pid: Mapping[in
             "permission",
             role,
             f"a permission prompt waits{': ' + asked if asked else ''}: attach and answer it",
-            since=seat.state_since,
+            # the registry can say so a frame before the screen shows what it asks: a second for that
+            since=seat.state_since if asked else None,
+            after=0.0 if asked else QUESTION_WAIT,
         )
     what = seat.detail or "a dialog"
     return Condition(
