@@ -262,7 +262,7 @@ def collect(
         look = looks.get(row.pane_id) if row is not None else None
         state, detail = seat_state(row, agent, agent.registry if agent is not None else None, look)
         if keep_screens and look is not None:
-            kept[seat.role] = plain_text(look.snapshot.ansi)
+            kept[seat.role] = plain_screen(look.snapshot.ansi)
         last_to, last_from = times.get(seat.role, (None, None))
         seats.append(
             SeatStatus(
@@ -385,10 +385,35 @@ def release_cell(release: str | None, qualified: bool | None) -> str:
     return (release or "?") + ("" if qualified else " (not qualified: run fabrikito qualify)")
 
 
+#: The last readings of screens, by what was read: a process that reads the team round after round (the
+#: watcher) reads an unchanged screen once.  A command run once pays one dict lookup.
+_READINGS: dict[tuple[str, str | None, str | None, object], BoxReading] = {}
+_PLAIN: dict[str, str] = {}
+MEMO = 64
+
+
 def _reading(agent: seatpane.Agent, look: seatpane.Look | None) -> BoxReading | None:
     if look is None:
         return None
-    return recogniser_for(agent.name or CLAUDE, agent.version, exe=agent.exe).recognise(look.snapshot)
+    key = (agent.name or CLAUDE, agent.version, agent.exe, look.snapshot)
+    found = _READINGS.get(key)
+    if found is None:
+        found = recogniser_for(agent.name or CLAUDE, agent.version, exe=agent.exe).recognise(look.snapshot)
+        if len(_READINGS) >= MEMO:
+            _READINGS.clear()
+        _READINGS[key] = found
+    return found
+
+
+def plain_screen(ansi: str) -> str:
+    """:func:`plain_text`, kept for the next round while the screen does not change."""
+    found = _PLAIN.get(ansi)
+    if found is None:
+        found = plain_text(ansi)
+        if len(_PLAIN) >= MEMO:
+            _PLAIN.clear()
+        _PLAIN[ansi] = found
+    return found
 
 
 # -- output -------------------------------------------------------------------------
