@@ -239,3 +239,48 @@ def test_check_says_when_the_notify_program_is_missing(tmp_path: Path) -> None:
     assert report.exit_code == 1
     ok = team_of(tmp_path, f'notify = ["{sys.executable}"]')
     assert not [w for w in check.run(ok, env={"PATH": ""}).warnings if w.kind == "notify-missing"]
+
+
+# -- the view's layout ------------------------------------------------------------------
+
+
+def watcher_state(now: float, seats: int = 12) -> dict[str, object]:
+    return {
+        "at": now,
+        "open": [
+            {"key": "queued-expired dev-1a", "seat": "s00", "kind": "queued-expired", "detail": "d " * 80, "at": now}
+        ],
+        "seats": [
+            {"role": f"s{i:02d}", "state": "idle", "since": now - 65, "class": "prompting", "queued": i % 3}
+            for i in range(seats)
+        ],
+        "queued": [{"id": "dev-1a", "role": "s00"}],
+    }
+
+
+def test_the_view_fits_80x24_and_a_narrow_pane_and_marks_what_can_be_chosen() -> None:
+    from fabrikito.watch import layout
+
+    now = time.time()
+    for width, height in ((80, 23), (42, 30)):
+        shown = layout.frame("t", watcher_state(now), ["12:00:00  a -> b  delivered"] * 50, width=width, height=height)
+        assert len(shown.lines) <= height and all(len(r.text) < width for r in shown.lines)
+        texts = [r.text for r in shown.lines]
+        assert texts[1] == "NEEDS YOU (1)" and "s00 queued-expired" in texts[2]
+        assert shown.lines[shown.choices[0]].message == "dev-1a"  # r and d act on it
+        assert any("s11" in t and "idle 1m05s" in t for t in texts)
+    assert len(layout.frame("t", watcher_state(now), [], width=80, height=23).choices) == 13
+
+
+def test_the_view_says_when_the_terminal_is_too_small_or_the_watcher_is_stale() -> None:
+    from fabrikito.watch import layout
+
+    now = time.time()
+    small = layout.frame("t", watcher_state(now), [], width=39, height=20)
+    assert " ".join(r.text for r in small.lines) == "terminal too small (39x20): make it at least 40x12"
+    assert small.choices == () and all(len(r.text) < 39 for r in small.lines)
+    tiny = layout.frame("t", watcher_state(now), [], width=12, height=3)
+    assert len(tiny.lines) <= 2 and all(len(r.text) < 12 for r in tiny.lines)
+    stale = layout.frame("t", watcher_state(now - 30), [], width=80, height=23, now=now)
+    assert "NO ROUND FOR 30s" in stale.lines[0].text
+    assert "NOT RUNNING" in layout.frame("t", None, [], width=80, height=23).lines[0].text

@@ -81,6 +81,26 @@ def ago(seconds: float) -> str:
     return f"{s // 3600}h{s % 3600 // 60:02d}m"
 
 
+def wrap(text: str, width: int) -> list[str]:
+    """``text`` in lines of at most ``width`` characters, broken at spaces where it can be."""
+    lines: list[str] = []
+    line = ""
+    for whole in text.split(" "):
+        word = whole
+        while len(word) > width:
+            if line:
+                lines.append(line)
+                line = ""
+            lines.append(word[:width])
+            word = word[width:]
+        if line and len(line) + 1 + len(word) > width:
+            lines.append(line)
+            line = word
+        else:
+            line = f"{line} {word}" if line else word
+    return [*lines, line] if line else lines
+
+
 def clip(text: str, width: int) -> str:
     return text if len(text) <= width else text[: max(0, width - 1)] + "…"
 
@@ -98,7 +118,7 @@ def frame(
     now = time.time() if now is None else now
     if width < MIN_WIDTH or height < MIN_HEIGHT:
         text = f"terminal too small ({width}x{height}): make it at least {MIN_WIDTH}x{MIN_HEIGHT}"
-        return Frame((Row(clip(text, width)),), ())
+        return Frame(tuple(Row(line) for line in wrap(text, max(1, width - 1))[: max(1, height - 1)]), ())
     rows: list[Row] = []
     choices: list[int] = []
 
