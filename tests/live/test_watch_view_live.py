@@ -99,13 +99,24 @@ def test_watch_shows_what_needs_you_and_its_keys_flush_and_attach(
     assert " icanon" in modes and " echo " in modes and "-icanon" not in modes, modes
 
 
-def test_watch_without_a_watcher_says_so_and_sigterm_restores_the_terminal(
-    seat_factory: SeatFactory, tmux_server: Server, viewer: Server, tmp_path: Path
+def test_watch_without_a_watcher_says_so_attaches_from_another_server_and_sigterm_restores_the_terminal(
+    seat_factory: SeatFactory, tmux_server: Server, viewer: Server, tmp_path: Path, watched: list[Path]
 ) -> None:
     dev = seat_factory.start("dev")
     team = write_watched_team(tmp_path / "team" / "team.toml", tmux_server, [dev], tmp_path / "n.jsonl")
     pane = run_watch(viewer, team, tmp_path, "view2", width=60, height=16)
     wait_for(lambda: shows(viewer, pane, "watcher: NOT RUNNING"), 20, "the view", lambda: viewer.capture(pane))
+
+    # once the watcher runs, a on dev's row attaches to it from this other tmux server, until detached
+    watched.append(team)
+    start_watcher(team)
+    wait_for(lambda: shows(viewer, pane, "NEEDS YOU: nothing", "idle"), 20, "the seats", lambda: viewer.capture(pane))
+    viewer.send_keys(pane, "a")
+    wait_for(lambda: shows(viewer, pane, "attach to dev", "(y/n)"), 10, "the question", lambda: viewer.capture(pane))
+    viewer.send_keys(pane, "y")
+    wait_for(lambda: shows(viewer, pane, "─ dev ─", "❯"), 15, "dev's own screen", lambda: viewer.capture(pane))
+    viewer.send_keys(pane, "C-b", "d")
+    wait_for(lambda: shows(viewer, pane, "back from dev"), 15, "the view again", lambda: viewer.capture(pane))
     pid = viewer.display(pane, "#{pane_pid}")
     import subprocess
 
