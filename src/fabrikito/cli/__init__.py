@@ -230,6 +230,24 @@ COMMANDS: tuple[Command, ...] = (
         "status", "show every seat's state and its last messages", "fabrikito.cli.commands:cmd_status", _build_status
     ),
     Command(
+        "watch",
+        "a live view of the team: each seat's state, what needs you, the log; keys to attach and flush",
+        "fabrikito.watch.commands:cmd_watch",
+        "fabrikito.watch.commands:build_watch",
+    ),
+    Command(
+        "events",
+        "read the watcher's events: what needed the owner, when, and when it cleared",
+        "fabrikito.watch.commands:cmd_events",
+        "fabrikito.watch.commands:build_events",
+    ),
+    Command(
+        "notify",
+        "notify --test: run the team file's notify command once with a test event",
+        "fabrikito.watch.commands:cmd_notify",
+        "fabrikito.watch.commands:build_notify",
+    ),
+    Command(
         "authorize-host",
         "print (or --install) the authorized_keys line that lets a host's key run only fabrikito's routed say here",
         "fabrikito.launch.routelogin:cmd_authorize_host",

@@ -507,8 +507,12 @@ def _log(team: Team, sender: str, role: str, outcome: msglog.Outcome, text: str)
 def _start_helpers(team: Team, out: Callable[[str], None], more: Sequence[Helper]) -> None:
     """The team's delivery worker (``say --queue``) and ``more``, after the kickoffs so they go first."""
     from fabrikito.delivery import worker
+    from fabrikito.launch import watcherproc
 
-    helpers: list[Helper] = [("delivery worker", worker.ensure_running, "queued messages wait until it runs")]
+    helpers: list[Helper] = [
+        ("delivery worker", worker.ensure_running, "queued messages wait until it runs"),
+        watcherproc.UP_HELPER,
+    ]
     for name, start, meanwhile in [*helpers, *more]:
         try:
             started = start(team)
@@ -574,7 +578,9 @@ def down(
 
         if workerstate.read_info(team).running:
             out(worker.stop(team))
-        for stop in stop_helpers:
+        from fabrikito.launch import watcherproc
+
+        for stop in [watcherproc.stop, *stop_helpers]:
             said = stop(team)
             if said is not None:
                 out(said)

@@ -97,6 +97,14 @@ class SeatStatus:
     release: str | None = None  # the agent's release, when one runs and it can be told
     qualified: bool | None = None  # whether fabrikito recognises that release (None: no agent)
     host: str | None = None  # the ssh destination of the seat's host (None: this machine)
+    state_since: float | None = None  # when the registry's status last changed (statusUpdatedAt), when known
+
+
+@frozen
+class WatcherLine:
+    running: bool
+    pid: int | None
+    stale: float | None  # seconds since its last round, when that is long enough to be worth saying
 
 
 @frozen
@@ -114,6 +122,8 @@ class Status:
     tmux_calls: int
     server_running: bool
     queue: queueview.Overview | None = None  # the delivery worker and what waits (say --queue)
+    screens: Mapping[str, str] | None = None  # role -> its screen as plain text (the watcher asks for them)
+    watcher: WatcherLine | None = None  # whether the team's watcher runs (fabrikito.launch.watcherproc)
 
 
 # -- reading panes ---------------------------------------------------------------
@@ -212,7 +222,12 @@ def list_panes(server: Server, started: Pending | None = None) -> tuple[list[sea
 
 
 def collect(
-    team: Team, *, server: Server | None = None, screens: bool = True, listing: Pending | None = None
+    team: Team,
+    *,
+    server: Server | None = None,
+    screens: bool = True,
+    listing: Pending | None = None,
+    keep_screens: bool = False,
 ) -> Status:
     """Everything ``status`` shows, with at most two tmux calls (up to about 55 seats; one more per 55).
 
@@ -235,12 +250,15 @@ def collect(
         agents[seat.role] = None if row is None or row.dead else seatpane.foreground_agent(row.pane_pid)
     times = last_message_times(team.log_path, team.roles)
     looks = looking.looks()
+    kept: dict[str, str] = {}
     seats = []
     for seat in team.seats:
         row = by_session[seat.session]
         agent = agents[seat.role]
         look = looks.get(row.pane_id) if row is not None else None
         state, detail = seat_state(row, agent, agent.registry if agent is not None else None, look)
+        if keep_screens and look is not None:
+            kept[seat.role] = plain_screen(look.snapshot.ansi)
         last_to, last_from = times.get(seat.role, (None, None))
         seats.append(
             SeatStatus(
@@ -255,6 +273,7 @@ def collect(
                 pid=agent.pid if agent is not None else None,
                 release=agent.version if agent is not None else None,
                 qualified=_qualified(agent),
+                state_since=_state_since(agent),
             )
         )
     found = refusals.notices(team.state_dir / "say", list(team.roles))  # say's records (seatlock.say_dir)
@@ -266,7 +285,22 @@ def collect(
         tmux_calls=calls,
         server_running=running,
         queue=queueview.collect(team),
+        screens=kept if keep_screens else None,
+        watcher=watcher_line(team),
     )
+
+
+def watcher_line(team: Team) -> WatcherLine:
+    from fabrikito.launch import watcherproc
+
+    info = watcherproc.info(team)
+    return WatcherLine(info.running, info.pid, info.stale)
+
+
+def _state_since(agent: seatpane.Agent | None) -> float | None:
+    entry = agent.registry if agent is not None else None
+    value = entry.get("statusUpdatedAt") if entry is not None else None
+    return value / 1000 if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
 def seat_state(
@@ -347,10 +381,35 @@ def release_cell(release: str | None, qualified: bool | None) -> str:
     return (release or "?") + ("" if qualified else " (not qualified: run fabrikito qualify)")
 
 
+#: The last readings of screens, by what was read: a process that reads the team round after round (the
+#: watcher) reads an unchanged screen once.  A command run once pays one dict lookup.
+_READINGS: dict[tuple[str, str | None, str | None, object], BoxReading] = {}
+_PLAIN: dict[str, str] = {}
+MEMO = 64
+
+
 def _reading(agent: seatpane.Agent, look: seatpane.Look | None) -> BoxReading | None:
     if look is None:
         return None
-    return recogniser_for(agent.name or CLAUDE, agent.version, exe=agent.exe).recognise(look.snapshot)
+    key = (agent.name or CLAUDE, agent.version, agent.exe, look.snapshot)
+    found = _READINGS.get(key)
+    if found is None:
+        found = recogniser_for(agent.name or CLAUDE, agent.version, exe=agent.exe).recognise(look.snapshot)
+        if len(_READINGS) >= MEMO:
+            _READINGS.clear()
+        _READINGS[key] = found
+    return found
+
+
+def plain_screen(ansi: str) -> str:
+    """:func:`plain_text`, kept for the next round while the screen does not change."""
+    found = _PLAIN.get(ansi)
+    if found is None:
+        found = plain_text(ansi)
+        if len(_PLAIN) >= MEMO:
+            _PLAIN.clear()
+        _PLAIN[ansi] = found
+    return found
 
 
 # -- output -------------------------------------------------------------------------
@@ -430,7 +489,18 @@ def render(status: Status, *, today: str | None = None) -> str:
         lines.append(notice_line(notice, attach))
     if status.queue is not None:
         lines += queue_lines(status.queue)
+    if status.watcher is not None:
+        lines.append(watcher_text(status.watcher))
     return "\n".join(lines)
+
+
+def watcher_text(w: WatcherLine) -> str:
+    """The watcher's line: no age unless it is stale (the same line served or not, round after round)."""
+    if not w.running:
+        return "watcher: not running (./fabrikito up starts it)"
+    if w.stale is not None:
+        return f"watcher: running (pid {w.pid}), no round for {w.stale:.0f}s: stuck? see watcher.err"
+    return f"watcher: running (pid {w.pid})"
 
 
 def queue_lines(view: queueview.Overview) -> list[str]:
@@ -467,6 +537,9 @@ def to_json(status: Status) -> dict[str, Any]:
         ],
         "notices": [{"role": n.role, "count": n.count, "last": msglog.local_time(n.last)} for n in status.notices],
         "queue": None if status.queue is None else queue_json(status.queue),
+        "watcher": None
+        if status.watcher is None
+        else {"running": status.watcher.running, "pid": status.watcher.pid, "stale": status.watcher.stale is not None},
     }
 
 

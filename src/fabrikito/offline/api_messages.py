@@ -43,6 +43,9 @@ def answer(ex: Exchange, seat: str, path: str, body: Any, raw: bytes) -> None:
     message_id = f"msg_standin_{number:06d}"
     tool_use_id = f"toolu_standin_{number:06d}"
     standin.record_call(seat, ex.path, body, reply, tool_use_id, streamed=streamed, text=text, results=results)
+    if reply.error:
+        ex.send_json(reply.error, {"type": "error", "error": {"type": reply.error_type, "message": reply.text}})
+        return
     if not streamed:
         ex.send_json(200, message_json(reply, model, message_id, tool_use_id))
         return

@@ -30,7 +30,9 @@ class Reply:
     """One model reply: text, a tool call (with optional text before it), or both, maybe slow.
 
     ``delay``: seconds before anything of the reply is sent (the turn stays busy, nothing
-    streams).  ``trickle``: seconds between the words of the text, which then streams one
+    streams).  ``error``: an HTTP status (400, 429, 529...) answered with an API-shaped error
+    whose type is ``error_type`` and whose message is ``text``, as the real API fails.
+    ``trickle``: seconds between the words of the text, which then streams one
     word at a time (the turn stays busy with part of its reply on the screen).
     """
 
@@ -40,6 +42,8 @@ class Reply:
     delay: float = 0.0
     then: Reply | None = None
     trickle: float = 0.0
+    error: int = 0  # an HTTP status: answer an API error (``text`` its message) instead of a reply
+    error_type: str = "invalid_request_error"
 
     def pieces(self) -> list[str]:
         """The text as it is streamed: whole, or word by word (spaces kept) when it trickles."""
@@ -57,6 +61,8 @@ class Reply:
             delay=float(data.get("delay", 0.0)),
             then=None if then is None else cls.from_json(then),
             trickle=float(data.get("trickle", 0.0)),
+            error=int(data.get("error", 0)),
+            error_type=str(data.get("error_type", "invalid_request_error")),
         )
 
 

@@ -247,7 +247,28 @@ def run(team: Team, *, is_root: bool | None = None, env: dict[str, str] | None =
                 "rules. Create it (`fabrikito init` writes one) or set shared_prompt.",
             )
         )
+    missing = notify_missing(team, environ)
+    if missing is not None:
+        warnings.append(CheckWarning("notify-missing", missing))
     return Report(team=team, seats=seats, warnings=tuple(warnings))
+
+
+def notify_missing(team: Team, environ: Mapping[str, str]) -> str | None:
+    """Why the team file's ``notify`` program cannot be run (``None``: it can, or there is none)."""
+    argv = team.watch.notify
+    if argv is None:
+        return None
+    import shutil
+
+    program = argv[0]
+    where = str(team.base_dir / program) if "/" in program and not program.startswith("/") else program
+    found = shutil.which(where, path=environ.get("PATH", os.defpath))
+    if found is None:
+        return (
+            f"notify program {program!r} is not found or not executable (looked on PATH and beside the team "
+            "file): the watcher could tell nobody. Install it or fix 'notify' in the team file."
+        )
+    return None
 
 
 def gemini_updates_on(seat: Seat, environ: Mapping[str, str]) -> bool:

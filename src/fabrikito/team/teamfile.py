@@ -37,6 +37,8 @@ from pathlib import Path
 
 from fabrikito.base.errors import TeamFileError
 from fabrikito.base.values import field, frozen
+from fabrikito.team import watchconf
+from fabrikito.team.watchconf import WatchConfig
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy knows the name)
 if TYPE_CHECKING:
@@ -72,6 +74,8 @@ TEAM_KEYS = frozenset(
         "origin",
         "log_max_size",
         "log_keep",
+        "notify",
+        "watch",
     }
 )
 SEAT_KEYS = frozenset(
@@ -162,6 +166,7 @@ class Team:
     origin: str | None = None  # how seats on other hosts reach this machine (an ssh destination)
     log_max_size: int = DEFAULT_LOG_MAX_SIZE  # bytes past which messages.log is rotated
     log_keep: int = DEFAULT_LOG_KEEP  # rotated generations kept (messages.log.1 ... .N)
+    watch: WatchConfig = field(default_factory=WatchConfig)  # notify and the watcher's thresholds
 
     @property
     def base_dir(self) -> Path:
@@ -313,6 +318,7 @@ def parse(data: Mapping[str, Any], team_path: Path) -> Team:
             "team", f"'log_keep' must be a whole number of old log files to keep, 1 to {MAX_LOG_KEEP}, not {log_keep!r}"
         )
         log_keep = DEFAULT_LOG_KEEP
+    watch = watchconf.parse(data.get("notify"), data.get("watch"), bad)
 
     raw_seats = data.get("seat")
     seats: list[Seat] = []
@@ -362,6 +368,7 @@ def parse(data: Mapping[str, Any], team_path: Path) -> Team:
         origin=origin,
         log_max_size=log_max_size,
         log_keep=log_keep,
+        watch=watch,
     )
 
 
