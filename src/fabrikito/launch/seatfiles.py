@@ -44,6 +44,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -271,8 +272,8 @@ def seat_prompt(team: Team, seat: Seat) -> str:
     return "\n\n".join(parts)
 
 
-def seat_command(team: Team, seat: Seat) -> list[str]:
-    """The argv of the seat's pane."""
+def seat_command(team: Team, seat: Seat, conversation: Sequence[str] = ()) -> list[str]:
+    """The argv of the seat's pane; ``conversation``: Claude Code's ``--session-id``/``--resume`` options."""
     if seat.agent != "claude":
         from fabrikito.launch import otherseat
 
@@ -281,7 +282,7 @@ def seat_command(team: Team, seat: Seat) -> list[str]:
     if seat.permission_mode is not None:
         argv += ["--permission-mode", seat.permission_mode]
     argv += ["--append-system-prompt-file", str(prompt_path(team, seat.role))]
-    argv += list(seat.args)
+    argv += [*conversation, *seat.args]
     return ["/bin/sh", "-c", _STRIP_SCRIPT, SEAT_ARGV0, *argv]
 
 

@@ -98,6 +98,8 @@ class SeatStatus:
     release: str | None = None  # the agent's release, when one runs and it can be told
     qualified: bool | None = None  # whether fabrikito recognises that release (None: no agent)
     host: str | None = None  # the ssh destination of the seat's host (None: this machine)
+    conversation: str | None = None  # the id of the conversation up started or resumed (None: no record)
+    restarts: int = 0  # how often it was started again resuming that conversation
 
 
 @frozen
@@ -238,6 +240,7 @@ def collect(
         row = by_session[seat.session]
         agents[seat.role] = None if row is None or row.dead else seatpane.foreground_agent(row.pane_pid)
     times = last_message_times(team.log_path, team.roles)
+    records = conversation_records(team)
     looks = looking.looks()
     seats = []
     for seat in team.seats:
@@ -259,6 +262,8 @@ def collect(
                 pid=agent.pid if agent is not None else None,
                 release=agent.version if agent is not None else None,
                 qualified=_qualified(agent),
+                conversation=records.get(seat.role, (None, 0))[0],
+                restarts=records.get(seat.role, (None, 0))[1],
             )
         )
     found = refusals.notices(team.state_dir / "say", list(team.roles))  # say's records (seatlock.say_dir)
@@ -271,6 +276,18 @@ def collect(
         server_running=running,
         queue=queueview.collect(team),
     )
+
+
+def conversation_records(team: Team) -> dict[str, tuple[str | None, int]]:
+    """Each seat's recorded conversation id and restart count (a seat with no usable record is left out)."""
+    from fabrikito.launch import resume
+
+    found: dict[str, tuple[str | None, int]] = {}
+    for seat in team.seats:
+        record, _ = resume.read_record(team, seat.role)
+        if record is not None:
+            found[seat.role] = (record.id or None, record.restarts)
+    return found
 
 
 def seat_state(
@@ -402,7 +419,17 @@ def report(
 
 def render(status: Status, *, today: str | None = None) -> str:
     team = status.team
-    header: tuple[str, ...] = ("ROLE", "SESSION", "PANE", "STATE", "CLASS", "RELEASE", "LAST TO", "LAST FROM")
+    header: tuple[str, ...] = (
+        "ROLE",
+        "SESSION",
+        "PANE",
+        "STATE",
+        "CLASS",
+        "RELEASE",
+        "LAST TO",
+        "LAST FROM",
+        "CONVERSATION",
+    )
     hosted = any(s.host for s in status.seats)
     if hosted:
         header = ("ROLE", "HOST", *header[1:])
@@ -420,6 +447,7 @@ def render(status: Status, *, today: str | None = None) -> str:
                 release_cell(s.release, s.qualified),
                 shown_time(s.last_to, today),
                 shown_time(s.last_from, today),
+                conversation_cell(s.conversation, s.restarts),
             )
         )
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
@@ -435,6 +463,14 @@ def render(status: Status, *, today: str | None = None) -> str:
     if status.queue is not None:
         lines += queue_lines(status.queue)
     return "\n".join(lines)
+
+
+def conversation_cell(conversation: str | None, restarts: int) -> str:
+    """The conversation's id, shortened as Claude Code's own picker shows it, and its restarts."""
+    if conversation is None:
+        return "-"
+    again = f" ({restarts} restart{'s' if restarts != 1 else ''})" if restarts else ""
+    return conversation[:8] + again
 
 
 def queue_lines(view: queueview.Overview) -> list[str]:
@@ -466,6 +502,8 @@ def to_json(status: Status) -> dict[str, Any]:
                 "release": s.release,
                 "qualified": s.qualified,
                 "host": s.host,
+                "conversation": s.conversation,
+                "restarts": s.restarts,
             }
             for s in status.seats
         ],
