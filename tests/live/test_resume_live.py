@@ -237,7 +237,7 @@ def test_on_exit_a_killed_seat_comes_back_by_itself_resumed(
     assert seat_json(team_path, "api")["conversation"] == conversation
     assert (seat_json(team_path, "web")["pane"], seat_json(team_path, "web")["pid"]) == (web["pane"], web["pid"])
     kinds = [e["kind"] for e in seatevents.read(teamfile.load(team_path)) if e["seat"] == "api"]
-    assert kinds[:3] == ["exited", "resumed", "restarted"], kinds
+    assert kinds[:4] == ["exited", "restarting", "resumed", "restarted"], kinds
 
     # down stops the helper first; a seat stopped on purpose is never started again.
     down = fabrikito("down", team=team_path, role=None, timeout=120)
@@ -275,7 +275,7 @@ def test_a_seat_that_exits_at_once_is_restarted_with_back_off_up_to_the_cap(
 
     wait_for(capped, 180, "the cap", describe=lambda: "\n".join(map(str, seatevents.read(team))))
     events = [e for e in seatevents.read(team) if e["seat"] == "api"]
-    restarts = [float(e["time"]) for e in events if e["kind"] == "restarted"]  # type: ignore[arg-type]
+    restarts = [float(e["time"]) for e in events if e["kind"] == "restarting"]  # type: ignore[arg-type]
     assert len(restarts) == autorestart.CAP, events
     first_exit = next(float(e["time"]) for e in events if e["kind"] == "exited")  # type: ignore[arg-type]
     gaps = [b - a for a, b in zip([first_exit, *restarts], restarts, strict=False)]

@@ -225,9 +225,11 @@ def test_the_restart_notice_says_when() -> None:
 
 def test_a_second_start_while_one_holds_the_team_says_it_is_starting(tmp_path: Path) -> None:
     team = make_team(tmp_path)
-    with resume.starting(team), pytest.raises(resume.TeamStarting, match="team acme is starting"):
-        with resume.starting(team):
-            pass
+    held = resume.starting(team)
+    held.__enter__()
+    with pytest.raises(resume.TeamStarting, match="team acme is starting"), resume.starting(team):
+        pass
+    held.__exit__(None, None, None)
     with resume.starting(team):  # released
         pass
 
@@ -319,6 +321,8 @@ def test_a_seat_that_keeps_exiting_is_restarted_with_a_doubling_back_off_then_ca
     assert gaps == [1.0, 2.0, 4.0, 8.0, 16.0]
     kinds = [k for _, k, _, _ in rec.events]
     assert kinds.count("restarted") == autorestart.CAP and kinds[-1] == "restart-capped"
+    starting = [since for _, k, _, since in rec.events if k == "restarting"]
+    assert starting == times  # each restart's event at the moment it was decided: the back-off shows in them
     assert "restarted 5 times within 10 minutes: left down" in rec.events[-1][2]
 
 
@@ -355,4 +359,4 @@ def test_a_start_held_by_another_up_is_tried_next_round(tmp_path: Path) -> None:
     auto.start = busy
     run_rounds(auto, rec, {"api": Seen.GONE, "web": Seen.ALIVE}, until=3.0)
     assert calls[:2] == [1.0, 1.5]
-    assert [k for _, k, _, _ in rec.events][:2] == ["exited", "restarted"]
+    assert [k for _, k, _, _ in rec.events][:4] == ["exited", "restarting", "restarting", "restarted"]

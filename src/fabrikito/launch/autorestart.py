@@ -122,6 +122,10 @@ class AutoRestart:
                 due.append(seat.role)
         if not due:
             return []
+        for role in due:
+            history = self.histories[role]
+            wait = self.delay(role, now)
+            self.emit(self.team, role, "restarting", f"restart {len(history.restarts) + 1}, after {wait:g}s", now)
         try:
             outcome = self.start(self.team, due)
         except resume.TeamStarting:
