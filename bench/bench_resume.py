@@ -55,7 +55,7 @@ def kill_agents(team: Team) -> None:
     for pid in pids:
         os.kill(pid, signal.SIGKILL)
     deadline = time.monotonic() + 30
-    while any(s.pid for s in status.collect(team, screens=False).seats):
+    while any(s.state is not status.SeatState.EXITED for s in status.collect(team, screens=False).seats):
         assert time.monotonic() < deadline, "agents still running after SIGKILL"
         time.sleep(0.2)
 

@@ -15,6 +15,7 @@ import json
 import os
 import signal
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,7 @@ import pytest
 
 from fabrikito.base.tmux import Server
 from fabrikito.cli import serverctl
-from fabrikito.delivery import queue, workerstate
+from fabrikito.delivery import queue, worker, workerstate
 from fabrikito.launch import autorestart, resume, seatevents
 from fabrikito.offline.standin import StandIn
 from fabrikito.team import teamfile
@@ -33,6 +34,18 @@ from .test_up_live import KICKOFF, status_json, write_up_team
 pytestmark = pytest.mark.live
 
 SECOND = "second turn: remember the word pelican"
+
+
+@pytest.fixture(autouse=True)
+def helpers_stopped(tmp_path: Path) -> Iterator[None]:
+    """Whatever a test leaves running for its team (auto-restart, worker, command server) is stopped."""
+    yield
+    team_path = tmp_path / "team" / "team.toml"
+    if team_path.exists():
+        team = teamfile.load(team_path)
+        autorestart.stop(team)
+        worker.stop(team, timeout=10)
+        serverctl.stop(team)
 
 
 def seat_json(team: Path, role: str) -> dict[str, Any]:

@@ -178,7 +178,8 @@ def wanted(team: Team) -> bool:
 
 
 def serve(team: Team, policy: AutoRestart, *, stop: Callable[[float], bool]) -> None:
-    while team.state_dir.is_dir():
+    """Rounds until stopped, or until the team file or its state directory is gone."""
+    while team.state_dir.is_dir() and team.path.is_file():
         try:
             policy.round(look(team), time.time())
         except (OSError, FabrikitoError) as exc:
