@@ -137,6 +137,16 @@ def test_a_record_edited_to_name_another_seat_is_refused(tmp_path: Path, field: 
     assert plan.mode == resume.FRESH and "names another seat" in plan.note and said in plan.note
 
 
+def test_a_record_of_a_seat_no_longer_in_the_team_file_is_named_and_left(tmp_path: Path) -> None:
+    team = make_team(tmp_path)
+    ran(team, "api")
+    gone = resume.record_path(team, "api").with_name("ops.json")
+    gone.write_bytes(resume.record_path(team, "api").read_bytes())
+    (said,) = resume.orphans(team)
+    assert said.startswith("ops: no such seat in the team file any more") and str(gone) in said
+    assert gone.exists()
+
+
 def test_a_record_pointed_at_another_seats_conversation_is_refused(tmp_path: Path) -> None:
     team = make_team(tmp_path)
     ran(team, "api")
@@ -160,6 +170,15 @@ def test_a_transcript_under_another_session_name_is_refused(tmp_path: Path) -> N
     transcript(team, seat(team, "api"), first.id, name="acme-web")
     plan = resume.plan(team, seat(team, "api"), resume=True)
     assert plan.mode == resume.FRESH and "belongs to session 'acme-web'" in plan.note
+
+
+def test_a_conversation_killed_before_its_first_turn_was_kept_starts_fresh(tmp_path: Path) -> None:
+    team = make_team(tmp_path)
+    first = ran(team, "api")
+    path = transcript(team, seat(team, "api"), first.id)
+    path.write_text("".join(path.read_text().splitlines(keepends=True)[:2]))  # the title lines only
+    plan = resume.plan(team, seat(team, "api"), resume=True)
+    assert plan.mode == resume.FRESH and "holds no turn yet" in plan.note
 
 
 def test_a_conversation_claude_code_no_longer_holds_starts_fresh(tmp_path: Path) -> None:

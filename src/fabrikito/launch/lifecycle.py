@@ -209,6 +209,8 @@ def _up(
 ) -> UpResult:
     srv = team.server() if server is None else server
     run = _Run(team=team, server=srv, progress=Progress(out), timeout=timeout, resume=resume)
+    for line in conversations.orphans(team):
+        out(line)
     statedir.ensure_state_dir(team.base_dir, team.name)
     statedir.ensure_dir(seats_dir(team))
     from fabrikito.launch.status import list_panes

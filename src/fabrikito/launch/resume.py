@@ -134,6 +134,21 @@ def _text(data: dict[str, object], key: str) -> str:
     return value
 
 
+def orphans(team: Team) -> list[str]:
+    """A line for each record whose seat is no longer in the team file (the record is left as it is)."""
+    try:
+        names = sorted(os.listdir(records_dir(team)))
+    except OSError:
+        return []
+    roles = set(team.roles)
+    return [
+        f"{name[:-5]}: no such seat in the team file any more; its conversation record {records_dir(team) / name} "
+        "is left as it is (remove it if the seat is gone for good)"
+        for name in names
+        if name.endswith(".json") and not name.startswith(".") and name[:-5] not in roles
+    ]
+
+
 def write_record(team: Team, record: Conversation) -> None:
     statedir.ensure_state_dir(team.base_dir, team.name)
     statedir.ensure_dir(records_dir(team))
@@ -240,8 +255,10 @@ def transcript_refusal(seat: Seat, conversation: str) -> str:
     if not found:
         return f"Claude Code holds no conversation {conversation} in {config}/projects (gone, or never begun)"
     folder, name = _transcript_head(found[0])
+    if folder is None:  # measured: killed before its first turn was written, only the title lines are there
+        return f"conversation {conversation} holds no turn yet (the seat stopped before its first one was kept)"
     if folder != str(seat.cwd):
-        return f"conversation {conversation} was held in {folder or 'an unknown folder'}, not {seat.cwd}: refused"
+        return f"conversation {conversation} was held in {folder}, not {seat.cwd}: refused"
     if name is not None and name != seat.session:
         return f"conversation {conversation} belongs to session {name!r}, not {seat.session!r}: refused"
     return ""
