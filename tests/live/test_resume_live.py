@@ -300,3 +300,32 @@ def test_a_seat_that_exits_at_once_is_restarted_with_back_off_up_to_the_cap(
     assert "left down" in events[-1]["detail"]  # type: ignore[operator]
     assert seat_json(team_path, "web")["pid"] == web["pid"]  # the healthy seat was never touched
     assert fabrikito("down", team=team_path, role=None, timeout=120).returncode == 0
+
+
+def test_restart_brings_a_running_seat_back_resumed_and_an_unknown_role_is_refused(
+    tmux_server: Server, claude_binary: Path, claude_home: Path, standin: StandIn, tmp_path: Path
+) -> None:
+    team_path = tmp_path / "team" / "team.toml"
+    write_up_team(
+        team_path,
+        tmux_server,
+        claude_binary,
+        standin,
+        [(r, "acceptEdits", {}) for r in ("api", "web")],
+        home=claude_home,
+    )
+    assert fabrikito("up", team=team_path, role=None, timeout=240).returncode == 0
+    two_turns(team_path, standin, "api")
+    before = {r: seat_json(team_path, r) for r in ("api", "web")}
+    wrong = fabrikito("restart", "nope", team=team_path, role=None)
+    assert wrong.returncode == 2 and "no seat nope in team live" in wrong.stderr, wrong.stderr
+    assert seat_json(team_path, "api")["pid"] == before["api"]["pid"]  # nothing stopped
+    mark = standin.mark()
+    done = fabrikito("restart", "api", team=team_path, role=None, timeout=240)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "api: stopped" in done.stdout and f"resuming its conversation {before['api']['conversation']}" in done.stdout
+    assert_resumed(standin, "api", mark)
+    after = {r: seat_json(team_path, r) for r in ("api", "web")}
+    assert after["api"]["pid"] != before["api"]["pid"] and after["api"]["restarts"] == 1
+    assert (after["web"]["pane"], after["web"]["pid"]) == (before["web"]["pane"], before["web"]["pid"])
+    assert fabrikito("down", team=team_path, role=None, timeout=120).returncode == 0
