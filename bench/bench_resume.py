@@ -74,6 +74,10 @@ def main() -> None:
                 assert not result.failed, result.failed
                 for role in roles:
                     standin.wait_for_request(role, "[from launcher] Start.", 60)
+                deadline = time.monotonic() + 60  # each turn kept in its transcript: a conversation to resume
+                while any(s.state is not status.SeatState.IDLE for s in status.collect(team, screens=False).seats):
+                    assert time.monotonic() < deadline, "seats not idle after their kickoffs"
+                    time.sleep(0.2)
                 kill_agents(team)
                 res_ready, res_total, result, lines = timed(team, resume=True)
                 assert not result.failed, result.failed
