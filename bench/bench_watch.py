@@ -40,10 +40,11 @@ from bench.report import write_section  # noqa: E402
 from fabrikito.cli import serverctl  # noqa: E402
 from fabrikito.delivery import seatpane  # noqa: E402
 from fabrikito.launch import lifecycle, watcherproc  # noqa: E402
+from fabrikito.log import events  # noqa: E402
 from fabrikito.offline import claude_setup  # noqa: E402
 from fabrikito.offline.standin import StandIn  # noqa: E402
 from fabrikito.team import teamfile  # noqa: E402
-from fabrikito.watch import events, layout, observe, view  # noqa: E402
+from fabrikito.watch import layout, observe, view  # noqa: E402
 
 SEATS = int(os.environ.get("BENCH_SEATS", "12"))
 TRIALS = int(os.environ.get("BENCH_TRIALS", "24"))

@@ -16,12 +16,12 @@ import pytest
 from fabrikito.base.tmux import Server
 from fabrikito.delivery import worker
 from fabrikito.launch import watcherproc
+from fabrikito.log import events
 from fabrikito.offline import claude_setup
 from fabrikito.offline.replies import Reply
 from fabrikito.offline.seatkit import Seat, SeatFactory
 from fabrikito.offline.standin import StandIn
 from fabrikito.team import teamfile
-from fabrikito.watch import events
 
 from .teamkit import clean_env, fabrikito, open_permission_prompt, wait_for
 

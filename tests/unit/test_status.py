@@ -208,8 +208,9 @@ def test_table_json_and_notice(tmp_path: Path) -> None:
     found = status.Status(team, seats, (status.Notice("sec", 3, 1_800_000_000.0),), tmux_calls=2, server_running=True)
     text = status.render(found, today="2026-11-30")
     lines = text.split("\n")
-    assert lines[1].split() == ["ROLE", "SESSION", "PANE", "STATE", "CLASS", "RELEASE", "LAST", "TO", "LAST", "FROM"]
-    assert lines[2].split() == ["em", "acme-em", "%1", "idle", "prompting", "2.1.332", "10:00:00", "-"]
+    header = ["ROLE", "SESSION", "PANE", "STATE", "CLASS", "RELEASE", "LAST", "TO", "LAST", "FROM", "CONVERSATION"]
+    assert lines[1].split() == header
+    assert lines[2].split() == ["em", "acme-em", "%1", "idle", "prompting", "2.1.332", "10:00:00", "-", "-"]
     assert "waiting at a dialog (permission prompt)" in lines[3]
     assert "2026-11-29T09:00:00" in lines[3]
     assert "2.1.999 (not qualified: run fabrikito qualify)" in lines[4]
@@ -231,6 +232,8 @@ def test_table_json_and_notice(tmp_path: Path) -> None:
         "release": None,
         "qualified": None,
         "host": None,
+        "conversation": None,
+        "restarts": 0,
     }
     assert (data["seats"][2]["release"], data["seats"][2]["qualified"]) == ("2.1.999", False)
     assert data["notices"] == [{"role": "sec", "count": 3, "last": msglog.local_time(1_800_000_000.0)}]

@@ -304,8 +304,8 @@ def test_args_may_not_set_the_name_or_settings_in_any_spelling(tmp_path: Path, a
 
 def test_args_that_merely_look_alike_pass(tmp_path: Path) -> None:
     body = '[[seat]]\nrole = "dev"\nsession = "s1"\npermission_mode = "default"\n'
-    body += 'args = ["--names-are-fine", "--verbose", "-c"]\n'
-    assert teamfile.load(write_team(tmp_path, body)).seats[0].args == ("--names-are-fine", "--verbose", "-c")
+    body += 'args = ["--names-are-fine", "--verbose", "-d"]\n'  # -c is --continue: fabrikito picks the conversation
+    assert teamfile.load(write_team(tmp_path, body)).seats[0].args == ("--names-are-fine", "--verbose", "-d")
 
 
 @pytest.mark.parametrize(

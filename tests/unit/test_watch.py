@@ -15,11 +15,12 @@ import pytest
 
 from fabrikito.base.errors import TeamFileError
 from fabrikito.launch.status import SeatState, SeatStatus, Status
+from fabrikito.log import events
+from fabrikito.log.events import OPENED, RESOLVED, Event
 from fabrikito.team import check, teamfile
 from fabrikito.team.teamfile import Team
-from fabrikito.watch import conditions, events, notify
+from fabrikito.watch import conditions, notify
 from fabrikito.watch.conditions import Condition
-from fabrikito.watch.events import OPENED, RESOLVED, Event
 from fabrikito.watch.tracker import Tracker
 
 REPO = Path(__file__).resolve().parents[2]

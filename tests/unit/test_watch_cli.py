@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from fabrikito.launch import watcherproc
+from fabrikito.log import events
 from fabrikito.team import teamfile
-from fabrikito.watch import events
 
 
 @pytest.fixture

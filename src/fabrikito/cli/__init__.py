@@ -115,7 +115,23 @@ def _build_up(p: argparse.ArgumentParser) -> None:
     _team_arg(p)
     p.add_argument("roles", nargs="*", metavar="ROLE", help="start only these seats (default: every seat)")
     p.add_argument("--timeout", type=float, default=90.0, help="seconds to wait for each seat's box (default 90)")
-    p.epilog = "exit status: 0 every seat up; 1 a seat failed (the output says what to do); 2 invalid team file"
+    p.add_argument(
+        "--resume",
+        action="store_true",
+        help="start each missing seat resuming its own conversation, even one stopped by down (plain up resumes "
+        "only seats that went away without down)",
+    )
+    p.epilog = (
+        "exit status: 0 every seat up; 1 a seat failed (the output says what to do), or another up is starting the "
+        "team; 2 invalid team file"
+    )
+
+
+def _build_restart(p: argparse.ArgumentParser) -> None:
+    _team_arg(p)
+    p.add_argument("roles", nargs="+", metavar="ROLE", help="the seats to restart")
+    p.add_argument("--timeout", type=float, default=90.0, help="seconds to wait for each seat's box (default 90)")
+    p.epilog = "exit status: 0 every seat back up; 1 a seat failed, or another up is starting the team; 2 bad usage"
 
 
 def _build_down(p: argparse.ArgumentParser) -> None:
@@ -219,6 +235,12 @@ COMMANDS: tuple[Command, ...] = (
     Command("up", "start the team's seats and give each its kickoff", "fabrikito.cli.commands:cmd_up", _build_up),
     Command(
         "down", "stop the team's seats (the state and the log are kept)", "fabrikito.cli.commands:cmd_down", _build_down
+    ),
+    Command(
+        "restart",
+        "stop seats and start them again, each resuming its own conversation",
+        "fabrikito.cli.commands:cmd_restart",
+        _build_restart,
     ),
     Command(
         "queue",

@@ -162,11 +162,27 @@ def cmd_up(args: argparse.Namespace) -> int:
         return multihost.run_up(team, args.roles, out=_line, timeout=args.timeout)
     from fabrikito.cli import serverctl
 
-    result = lifecycle.up(team, args.roles, out=_line, timeout=args.timeout, helpers=[serverctl.UP_HELPER])
+    helpers = [serverctl.UP_HELPER]
+    resume = True if args.resume else None
+    result = lifecycle.up(team, args.roles, out=_line, timeout=args.timeout, helpers=helpers, resume=resume)
     _line("")
     _line(status.render(status.collect(team)))
     for failed in result.failed:
         _line(f"\n{failed.role} did not come up: {failed.detail}")
+    return result.exit_code
+
+
+def cmd_restart(args: argparse.Namespace) -> int:
+    from fabrikito.base.errors import UsageError
+    from fabrikito.launch import lifecycle
+    from fabrikito.team import teamfile
+
+    team = teamfile.load(args.team)
+    if _across_hosts(team):
+        raise UsageError("restart runs on a team whose seats are all on this machine: use down and up --resume")
+    result = lifecycle.restart(team, args.roles, out=_line, timeout=args.timeout)
+    for failed in result.failed:
+        _line(f"\n{failed.role} did not come back: {failed.detail}")
     return result.exit_code
 
 

@@ -23,14 +23,14 @@ from fabrikito.base.tmux import FIELD_SEP, Server, format_of
 from fabrikito.base.tmuxcontrol import tmux_events
 from fabrikito.base.values import frozen
 from fabrikito.delivery import seatpane
-from fabrikito.launch import seatinboxes
+from fabrikito.launch import resume as conversations
+from fabrikito.launch import seatevents, seatinboxes
 from fabrikito.launch.otherseat import UsersOwnFile
 from fabrikito.launch.seatfiles import (
     LAUNCHER,
     PANE_COLS,
     PANE_ROWS,
     LaunchRecord,
-    launch_path,
     read_launch,
     seat_command,
     seat_env,
@@ -38,13 +38,15 @@ from fabrikito.launch.seatfiles import (
     write_launch,
     write_seat_files,
 )
+from fabrikito.launch.seatfiles import select_seats as select_seats  # noqa: PLC0414 re-exported
+from fabrikito.launch.teardown import STOP_GRACE as STOP_GRACE  # noqa: PLC0414 re-exported: up and down live here
+from fabrikito.launch.teardown import down as down  # noqa: PLC0414 re-exported: up and down live here
 from fabrikito.log import msglog
 from fabrikito.screen import FailClosedRecogniser, ScreenState, recogniser_for
 from fabrikito.team.teamfile import Seat, Team
 
 if TYPE_CHECKING:
     from fabrikito.delivery.say import Delivery
-    from fabrikito.launch import reap
 
 READY_TIMEOUT = 90.0
 KICKOFF_TIMEOUT = 20.0
@@ -56,7 +58,6 @@ PROMPT = "\u276f\u00a0"  # the live box's prompt: ❯ + NO-BREAK SPACE
 STARTUP_HINTS = ("Bypass Permissions mode", "trust this folder", "custom API key")
 BOX_TEXT_REFUSAL = "already holds text"
 POLL = 0.2
-STOP_GRACE = 5.0
 
 #: A helper process ``up`` starts for the team once the seats have their kickoffs: its name, its start
 #: (``True``: started, ``False``: already running, ``None``: none for this team) and what goes on without it.
@@ -124,15 +125,6 @@ def require_agent(team: Team, seats: Sequence[Seat] | None = None) -> None:
         )
 
 
-def select_seats(team: Team, roles: Sequence[str] | None) -> list[Seat]:
-    if not roles:
-        return list(team.seats)
-    unknown = [r for r in roles if team.seat(r) is None]
-    if unknown:
-        raise UsageError(f"no seat {', '.join(unknown)} in team {team.name} (seats: {', '.join(team.roles)})")
-    return [s for s in team.seats if s.role in roles]
-
-
 def attach_hint(team: Team, seat: Seat) -> str:
     return shlex.join(["tmux", *team.server().server_flags, "attach", "-t", seat.session])
 
@@ -142,6 +134,7 @@ class _Waiting:
     seat: Seat
     pane: str
     started: float
+    plan: conversations.Plan | None = None  # None: a seat up already, still owed its kickoff
     reported_dialog: str | None = None
     last_screen: str = ""  # with escapes
     ready_rounds: int = 0
@@ -154,6 +147,7 @@ class _Run:
     server: Server
     progress: Progress
     timeout: float
+    resume: bool | None = None  # up --resume: True; plain up: None (resumes seats gone without down)
     results: dict[str, SeatResult] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -174,13 +168,41 @@ def up(
     server: Server | None = None,
     timeout: float = READY_TIMEOUT,
     helpers: Sequence[Helper] = (),
+    resume: bool | None = None,
 ) -> UpResult:
     """Start the seats of ``team`` (or only ``roles``) that are not running; see the module docstring.
-    ``helpers`` are started after the delivery worker (the command line's: its command server)."""
+    ``helpers`` are started after the delivery worker (the command line's: its command server).
+    ``resume``: see :func:`fabrikito.launch.resume.plan`.  One ``up`` at a time per team."""
     seats = select_seats(team, roles)
     require_agent(team, seats)
+    with conversations.starting(team):
+        return _up(team, seats, out, server, timeout, helpers, resume)
+
+
+def restart(
+    team: Team, roles: Sequence[str], *, out: Callable[[str], None], timeout: float = READY_TIMEOUT
+) -> UpResult:
+    """``fabrikito restart ROLE…``: each seat stopped, then started again resuming its conversation."""
+    seats = select_seats(team, roles)
+    require_agent(team, seats)
+    with conversations.starting(team):
+        down(team, [s.role for s in seats], out=out)
+        return _up(team, seats, out, None, timeout, (), True)
+
+
+def _up(
+    team: Team,
+    seats: list[Seat],
+    out: Callable[[str], None],
+    server: Server | None,
+    timeout: float,
+    helpers: Sequence[Helper],
+    resume: bool | None,
+) -> UpResult:
     srv = team.server() if server is None else server
-    run = _Run(team=team, server=srv, progress=Progress(out), timeout=timeout)
+    run = _Run(team=team, server=srv, progress=Progress(out), timeout=timeout, resume=resume)
+    for line in conversations.orphans(team):
+        out(line)
     statedir.ensure_state_dir(team.base_dir, team.name)
     statedir.ensure_dir(seats_dir(team))
     from fabrikito.launch.status import list_panes
@@ -224,6 +246,13 @@ def _start(run: _Run, seat: Seat) -> _Waiting | None:
     if not seat.cwd.is_dir():
         run.fail(seat, f"its working directory {seat.cwd} does not exist: create it or fix cwd in the team file")
         return None
+    plan = conversations.plan(team, seat, resume=run.resume)
+    if plan.resumed:
+        run.progress(seat.role, f"resuming its conversation {plan.id} (restart {plan.restarts})")
+        seatevents.emit(team, seat.role, "resumed", f"conversation {plan.id}, restart {plan.restarts}")
+    elif plan.note:
+        run.progress(seat.role, plan.note)
+        seatevents.emit(team, seat.role, "fresh-start", plan.note)
     try:
         write_seat_files(team, seat)
     except UsersOwnFile as exc:
@@ -246,7 +275,7 @@ def _start(run: _Run, seat: Seat) -> _Waiting | None:
     args += ["-x", str(PANE_COLS), "-y", str(PANE_ROWS)]
     for key, value in seat_env(team, seat).items():
         args += ["-e", f"{key}={value}"]
-    args += ["--", *seat_command(team, seat)]
+    args += ["--", *seat_command(team, seat, plan.claude_args() if seat.agent == "claude" else ())]
     # In the same tmux call, so an agent that exits at once leaves its pane (and its reason) behind.
     args += [";", "set-option", "-w", "-t", f"={seat.session}:", "remain-on-exit", "on"]
     t0 = time.monotonic()
@@ -257,6 +286,7 @@ def _start(run: _Run, seat: Seat) -> _Waiting | None:
         run.fail(seat, f"tmux could not start its session: {exc}")
         return None
     pane, _, pid = out.strip().partition(FIELD_SEP)
+    conversations.started(team, seat, plan)
     try:
         ticks = procs.info(int(pid or 0)).start_ticks
     except (procs.ProcessGone, procs.ProcessUnreadable, ValueError):
@@ -267,13 +297,13 @@ def _start(run: _Run, seat: Seat) -> _Waiting | None:
         LaunchRecord(
             pane=pane,
             pid=int(pid or 0),
-            kickoff="pending" if team.kickoff_for(seat) else "none",
+            kickoff="pending" if plan.resumed or team.kickoff_for(seat) else "none",
             started=time.time(),
             ticks=ticks,
         ),
     )
     run.progress(seat.role, f"started (session {seat.session}, pane {pane})")
-    return _Waiting(seat, pane, t0)
+    return _Waiting(seat, pane, t0, plan)
 
 
 def _wait_and_kickoff(run: _Run, waiting: list[_Waiting]) -> None:
@@ -352,6 +382,10 @@ def _judge(run: _Run, w: _Waiting, look: seatpane.Look | None, now: float) -> bo
         w.ready_rounds += 1
         registered = agent.registry is not None if agent.name == "claude" else not reading.busy
         if w.ready_rounds >= READY_ROUNDS and registered:
+            if agent.registry is not None and w.plan is not None:
+                note = conversations.confirm_id(team, seat.role, agent.registry.get("sessionId"))
+                if note:
+                    run.progress(seat.role, note)
             return True
         return None if now - w.started < run.timeout else _timed_out(run, w)
     w.ready_rounds = 0
@@ -423,6 +457,11 @@ def _kickoff(run: _Run, w: _Waiting) -> None:
 
     team, seat = run.team, w.seat
     text = team.kickoff_for(seat)
+    conversation, _ = conversations.read_record(team, seat.role)
+    if conversation is not None and conversation.restarted:  # resumed: no kickoff again, one line instead
+        text, what = conversations.restart_notice(conversation.restarted), "restart notice"
+    else:
+        what = "kickoff"
     record = read_launch(team, seat.role)
     pid = record.pid if record is not None else 0
     ticks = record.ticks if record is not None else 0
@@ -445,8 +484,8 @@ def _kickoff(run: _Run, w: _Waiting) -> None:
     log_error = _log(team, LAUNCHER, seat.role, outcome, text)
     write_launch(team, seat.role, LaunchRecord(w.pane, pid, "delivered" if ok else "failed", time.time(), ticks))
     if ok:
-        run.progress(seat.role, "kickoff delivered" + log_error)
-        run.done(seat.role, Step.STARTED, "kickoff delivered" + log_error)
+        run.progress(seat.role, f"{what} delivered" + log_error)
+        run.done(seat.role, Step.STARTED, f"{what} delivered" + log_error)
     elif delivery.result is say.Result.TYPED:
         run.fail(
             seat,
@@ -521,113 +560,3 @@ def _start_helpers(team: Team, out: Callable[[str], None], more: Sequence[Helper
             continue
         if started is not None:
             out(f"{name}: started" if started else f"{name}: already running")
-
-
-# -- down -------------------------------------------------------------------------------
-
-
-def _left_behind(team: Team, seat: Seat) -> list[reap.Tracked]:
-    """Processes of a seat whose session is gone (its pane closed by hand, the tmux server killed)."""
-    from fabrikito.launch import reap
-
-    record = read_launch(team, seat.role)
-    if record is None or not record.pid or not record.ticks:
-        return []
-    found = reap.seat_processes(record.pid, record.ticks)
-    statedir.remove_quietly(launch_path(team, seat.role))
-    return found
-
-
-def _seat_processes(team: Team, seat: Seat, row: seatpane.PaneRow) -> list[reap.Tracked]:
-    """Every process the seat's pane started: its session's members (by the launch record's start
-    time when it is this pane's, else the pane process's own)."""
-    from fabrikito.launch import reap
-
-    record = read_launch(team, seat.role)
-    leader = row.pane_pid
-    if leader == seatpane.NO_PID:  # a dead pane tmux 3.8 names no pid of: the launch record's, if this pane's
-        if record is None or record.pane != row.pane_id:
-            return []
-        leader = record.pid
-    ticks = record.ticks if record is not None and (record.pane, record.pid) == (row.pane_id, leader) else 0
-    if not ticks:
-        try:
-            ticks = procs.info(leader).start_ticks
-        except (procs.ProcessGone, procs.ProcessUnreadable):
-            ticks = 0
-    return reap.seat_processes(leader, ticks)
-
-
-def down(
-    team: Team,
-    roles: Sequence[str] | None = None,
-    *,
-    out: Callable[[str], None],
-    server: Server | None = None,
-    grace: float = STOP_GRACE,
-    stop_helpers: Sequence[Callable[[Team], str | None]] = (),
-) -> int:
-    """Kill the seats' panes; leave the state directory and the log.  Returns the exit status.
-    With no ``roles``, the delivery worker and ``stop_helpers`` (each says what it did, or ``None``) first."""
-    from fabrikito.launch.status import list_panes
-
-    seats = select_seats(team, roles)
-    srv = team.server() if server is None else server
-    if not roles:
-        from fabrikito.delivery import worker, workerstate
-
-        if workerstate.read_info(team).running:
-            out(worker.stop(team))
-        from fabrikito.launch import watcherproc
-
-        for stop in [watcherproc.stop, *stop_helpers]:
-            said = stop(team)
-            if said is not None:
-                out(said)
-        if srv.listening():
-            from fabrikito.base import tmuxcontrol
-
-            with tmux_events(srv):
-                for session_id in tmuxcontrol.remove_leftover(srv):  # its server was killed outright
-                    out(f"removed the command server's tmux session {tmuxcontrol.CONTROL_SESSION} ({session_id})")
-    seatinboxes.stop(team, seats, out)
-    rows, running = list_panes(srv)
-    if not running:
-        out(f"no seat is up ({srv.describe()} is not running)")
-    from fabrikito.launch import reap
-
-    stopped: list[tuple[Seat, list[reap.Tracked]]] = []
-    failed = False
-    for seat in seats:
-        row = seatpane.pane_of_session(rows, seat.session)
-        if row is None:
-            left_behind = _left_behind(team, seat)
-            if left_behind:
-                out(f"{seat.role}: its session is gone, {len(left_behind)} of its processes are not: ending them")
-                stopped.append((seat, left_behind))
-            elif running:
-                out(f"{seat.role}: already down")
-            continue
-        tracked = _seat_processes(team, seat, row)
-        try:
-            with tmux_events(srv):
-                srv.kill_pane(row.pane_id)
-        except TmuxError as exc:
-            out(f"{seat.role}: could not stop pane {row.pane_id}: {exc}")
-            failed = True
-            continue
-        statedir.remove_quietly(launch_path(team, seat.role))
-        stopped.append((seat, tracked))
-        out(f"{seat.role}: stopped (session {seat.session}, pane {row.pane_id})")
-    # Closing a pane hangs its processes up; whatever survives that (Gemini CLI can) is ended here.
-    with ThreadPoolExecutor(max_workers=max(1, len(stopped)), thread_name_prefix="reap") as pool:
-        ends = [(seat, pool.submit(reap.end, tracked, grace=grace)) for seat, tracked in stopped]
-        for seat, future in ends:
-            left = future.result()
-            if left:
-                failed = True
-                pids = ", ".join(str(t.pid) for t in left)
-                out(f"{seat.role}: its processes {pids} still run after SIGKILL: end them by hand (kill -9 {pids})")
-    if stopped:
-        out(f"the state directory and the message log are kept: {team.state_dir}")
-    return 1 if failed else 0

@@ -44,11 +44,12 @@ from __future__ import annotations
 import json
 import os
 import shlex
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from fabrikito.base import statedir
-from fabrikito.base.errors import FabrikitoError
+from fabrikito.base.errors import FabrikitoError, UsageError
 from fabrikito.base.values import frozen
 from fabrikito.team.agents import command_for
 from fabrikito.team.teamfile import Seat, Team
@@ -271,8 +272,8 @@ def seat_prompt(team: Team, seat: Seat) -> str:
     return "\n\n".join(parts)
 
 
-def seat_command(team: Team, seat: Seat) -> list[str]:
-    """The argv of the seat's pane."""
+def seat_command(team: Team, seat: Seat, conversation: Sequence[str] = ()) -> list[str]:
+    """The argv of the seat's pane; ``conversation``: Claude Code's ``--session-id``/``--resume`` options."""
     if seat.agent != "claude":
         from fabrikito.launch import otherseat
 
@@ -281,7 +282,7 @@ def seat_command(team: Team, seat: Seat) -> list[str]:
     if seat.permission_mode is not None:
         argv += ["--permission-mode", seat.permission_mode]
     argv += ["--append-system-prompt-file", str(prompt_path(team, seat.role))]
-    argv += list(seat.args)
+    argv += [*conversation, *seat.args]
     return ["/bin/sh", "-c", _STRIP_SCRIPT, SEAT_ARGV0, *argv]
 
 
@@ -351,3 +352,13 @@ def write_launch(team: Team, role: str, record: LaunchRecord) -> None:
         statedir.write_atomic(launch_path(team, role), json.dumps(data).encode())
     except (OSError, FabrikitoError):
         pass  # only a later `up` reads it, to finish a kickoff
+
+
+def select_seats(team: Team, roles: Sequence[str] | None) -> list[Seat]:
+    """The seats ``roles`` name, in the team file's order (all with none); an unknown role is a usage error."""
+    if not roles:
+        return list(team.seats)
+    unknown = [r for r in roles if team.seat(r) is None]
+    if unknown:
+        raise UsageError(f"no seat {', '.join(unknown)} in team {team.name} (seats: {', '.join(team.roles)})")
+    return [s for s in team.seats if s.role in roles]

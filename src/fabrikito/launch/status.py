@@ -98,6 +98,8 @@ class SeatStatus:
     qualified: bool | None = None  # whether fabrikito recognises that release (None: no agent)
     host: str | None = None  # the ssh destination of the seat's host (None: this machine)
     state_since: float | None = None  # when the registry's status last changed (statusUpdatedAt), when known
+    conversation: str | None = None  # the id of the conversation up started or resumed (None: no record)
+    restarts: int = 0  # how often it was started again resuming that conversation
 
 
 @frozen
@@ -249,6 +251,7 @@ def collect(
         row = by_session[seat.session]
         agents[seat.role] = None if row is None or row.dead else seatpane.foreground_agent(row.pane_pid)
     times = last_message_times(team.log_path, team.roles)
+    records = conversation_records(team)
     looks = looking.looks()
     kept: dict[str, str] = {}
     seats = []
@@ -274,6 +277,8 @@ def collect(
                 release=agent.version if agent is not None else None,
                 qualified=_qualified(agent),
                 state_since=_state_since(agent),
+                conversation=records.get(seat.role, (None, 0))[0],
+                restarts=records.get(seat.role, (None, 0))[1],
             )
         )
     found = refusals.notices(team.state_dir / "say", list(team.roles))  # say's records (seatlock.say_dir)
@@ -301,6 +306,18 @@ def _state_since(agent: seatpane.Agent | None) -> float | None:
     entry = agent.registry if agent is not None else None
     value = entry.get("statusUpdatedAt") if entry is not None else None
     return value / 1000 if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def conversation_records(team: Team) -> dict[str, tuple[str | None, int]]:
+    """Each seat's recorded conversation id and restart count (a seat with no usable record is left out)."""
+    from fabrikito.launch import resume
+
+    found: dict[str, tuple[str | None, int]] = {}
+    for seat in team.seats:
+        record, _ = resume.read_record(team, seat.role)
+        if record is not None:
+            found[seat.role] = (record.id or None, record.restarts)
+    return found
 
 
 def seat_state(
@@ -457,7 +474,17 @@ def report(
 
 def render(status: Status, *, today: str | None = None) -> str:
     team = status.team
-    header: tuple[str, ...] = ("ROLE", "SESSION", "PANE", "STATE", "CLASS", "RELEASE", "LAST TO", "LAST FROM")
+    header: tuple[str, ...] = (
+        "ROLE",
+        "SESSION",
+        "PANE",
+        "STATE",
+        "CLASS",
+        "RELEASE",
+        "LAST TO",
+        "LAST FROM",
+        "CONVERSATION",
+    )
     hosted = any(s.host for s in status.seats)
     if hosted:
         header = ("ROLE", "HOST", *header[1:])
@@ -475,6 +502,7 @@ def render(status: Status, *, today: str | None = None) -> str:
                 release_cell(s.release, s.qualified),
                 shown_time(s.last_to, today),
                 shown_time(s.last_from, today),
+                conversation_cell(s.conversation, s.restarts),
             )
         )
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
@@ -501,6 +529,14 @@ def watcher_text(w: WatcherLine) -> str:
     if w.stale is not None:
         return f"watcher: running (pid {w.pid}), no round for {w.stale:.0f}s: stuck? see watcher.err"
     return f"watcher: running (pid {w.pid})"
+
+
+def conversation_cell(conversation: str | None, restarts: int) -> str:
+    """The conversation's id, shortened as Claude Code's own picker shows it, and its restarts."""
+    if conversation is None:
+        return "-"
+    again = f" ({restarts} restart{'s' if restarts != 1 else ''})" if restarts else ""
+    return conversation[:8] + again
 
 
 def queue_lines(view: queueview.Overview) -> list[str]:
@@ -532,6 +568,8 @@ def to_json(status: Status) -> dict[str, Any]:
                 "release": s.release,
                 "qualified": s.qualified,
                 "host": s.host,
+                "conversation": s.conversation,
+                "restarts": s.restarts,
             }
             for s in status.seats
         ],

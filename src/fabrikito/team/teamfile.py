@@ -61,6 +61,8 @@ ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 PERMISSION_MODES = ("acceptEdits", "bypassPermissions", "default", "dontAsk", "plan", "auto")
 ALLOW_BYPASS_FLAG = "--allow-dangerously-skip-permissions"
 SKIP_PERMISSIONS_FLAG = "--dangerously-skip-permissions"
+#: ``restart``: ``"on-exit"`` restarts a seat whose agent exited (resumed, with a back-off); ``"no"`` does not.
+RESTART_POLICIES = ("no", "on-exit")
 
 TEAM_KEYS = frozenset(
     {
@@ -76,10 +78,11 @@ TEAM_KEYS = frozenset(
         "log_keep",
         "notify",
         "watch",
+        "restart",
     }
 )
 SEAT_KEYS = frozenset(
-    {"role", "session", "cwd", "permission_mode", "args", "kickoff", "env", "agent", "command", "host"}
+    {"role", "session", "cwd", "permission_mode", "args", "kickoff", "env", "agent", "command", "host", "restart"}
 )
 #: The message log rotates past this size (``log_max_size``) and keeps this many old files (``log_keep``).
 DEFAULT_LOG_MAX_SIZE = 16 * 1024 * 1024
@@ -116,6 +119,7 @@ class Seat:
     agent: str = "claude"  # the agent kind (fabrikito.team.agents.KINDS)
     command: tuple[str, ...] | None = None  # the program to run; None: the kind's (or the team's agent)
     host: str | None = None  # an ssh destination; None: the machine the team file is on
+    restart: str | None = None  # RESTART_POLICIES; None: the team's
 
     @property
     def effective_mode(self) -> str | None:
@@ -167,6 +171,7 @@ class Team:
     log_max_size: int = DEFAULT_LOG_MAX_SIZE  # bytes past which messages.log is rotated
     log_keep: int = DEFAULT_LOG_KEEP  # rotated generations kept (messages.log.1 ... .N)
     watch: WatchConfig = field(default_factory=WatchConfig)  # notify and the watcher's thresholds
+    restart: str = "no"  # RESTART_POLICIES: the seats' own unless they set it
 
     @property
     def base_dir(self) -> Path:
@@ -214,6 +219,9 @@ class Team:
 
     def kickoff_for(self, seat: Seat) -> str | None:
         return seat.kickoff if seat.kickoff is not None else self.kickoff
+
+    def restart_for(self, seat: Seat) -> str:
+        return seat.restart if seat.restart is not None else self.restart
 
 
 def _mode_in_args(args: tuple[str, ...]) -> str | None:
@@ -319,6 +327,7 @@ def parse(data: Mapping[str, Any], team_path: Path) -> Team:
         )
         log_keep = DEFAULT_LOG_KEEP
     watch = watchconf.parse(data.get("notify"), data.get("watch"), bad)
+    restart = _restart(data, "team", bad) or "no"
 
     raw_seats = data.get("seat")
     seats: list[Seat] = []
@@ -369,6 +378,7 @@ def parse(data: Mapping[str, Any], team_path: Path) -> Team:
         log_max_size=log_max_size,
         log_keep=log_keep,
         watch=watch,
+        restart=restart,
     )
 
 
@@ -455,7 +465,12 @@ def _seat(raw: Mapping[str, Any], index: int, base: Path, bad: Any) -> Seat | No
     for arg in args if kind == "claude" else ():
         reserved = reserved_arg(arg)
         if reserved is not None:
-            bad(where, f"args may not hold {arg!r} ({reserved}): fabrikito sets {reserved} from the team file")
+            sets = (
+                "chooses the seat's conversation itself (up --resume)"
+                if reserved not in ("--name", "--settings", "-n")
+                else f"sets {reserved} from the team file"
+            )
+            bad(where, f"args may not hold {arg!r} ({reserved}): fabrikito {sets}")
             ok = False
     kickoff = _kickoff(raw, where, bad)
     env = raw.get("env", {})
@@ -469,6 +484,7 @@ def _seat(raw: Mapping[str, Any], index: int, base: Path, bad: Any) -> Seat | No
         bad(where, "'env' may not set TEAM_ROLE, FABRIKITO_TEAM or FABRIKITO: fabrikito sets them")
         ok = False
     host = _host(raw, where, bad)
+    restart = _restart(raw, where, bad)
     if not ok or not isinstance(session, str):
         return None
     cwd = Path(cwd_raw).expanduser()
@@ -485,6 +501,7 @@ def _seat(raw: Mapping[str, Any], index: int, base: Path, bad: Any) -> Seat | No
         agent=kind,
         command=command,
         host=host,
+        restart=restart,
     )
 
 
@@ -559,6 +576,14 @@ def _host(data: Mapping[str, Any], where: str, bad: Any, *, key: str = "host") -
     return value
 
 
+def _restart(data: Mapping[str, Any], where: str, bad: Any) -> str | None:
+    value = data.get("restart")
+    if value is None or value in RESTART_POLICIES:
+        return value if isinstance(value, str) else None
+    bad(where, f"'restart' must be one of {', '.join(repr(p) for p in RESTART_POLICIES)}, not {value!r}")
+    return None
+
+
 def _kickoff(data: Mapping[str, Any], where: str, bad: Any) -> str | None:
     kickoff = _optional_str(data, "kickoff", where, bad)
     if kickoff is None:
@@ -594,12 +619,16 @@ def reserved_role(role: str) -> str | None:
 def reserved_arg(arg: str) -> str | None:
     """The option fabrikito sets itself that ``arg`` gives (``-n``, ``--name``, ``--settings``), in any
     spelling the command line accepts: ``--name=x``, ``-nx``, ``-n`` among other short flags."""
-    for option in ("--name", "--settings"):
+    for option in ("--name", "--settings", *CONVERSATION_OPTIONS):
         if arg == option or arg.startswith(option + "="):
             return option
-    if arg.startswith("-") and not arg.startswith("--") and "n" in arg[1:]:
-        return "-n"
+    if arg.startswith("-") and not arg.startswith("--"):
+        return next((f"-{c}" for c in "nrc" if c in arg[1:]), None)
     return None
+
+
+#: Options that choose the conversation a Claude Code seat runs: fabrikito fixes its id and resumes it.
+CONVERSATION_OPTIONS = ("--session-id", "--resume", "--continue", "--fork-session", "--from-pr", "--teleport")
 
 
 def _agent(value: Any, bad: Any, base: Path) -> tuple[str, ...]:

@@ -8,8 +8,8 @@ import sys
 import time
 
 from fabrikito.base.errors import FabrikitoError, UsageError
+from fabrikito.log import events
 from fabrikito.team import teamfile
-from fabrikito.watch import events
 
 JSON_VERSION = 1
 
@@ -28,7 +28,7 @@ def build_events(p: argparse.ArgumentParser) -> None:
 
 
 def event_line(e: events.Event) -> str:
-    what = "OPEN" if e.event == events.OPENED else "resolved"
+    what = "OPEN" if e.event == events.OPENED else e.event
     return f"{events.local_time(e.at)}  {e.seat}  {e.kind}  {what}  {e.detail}"
 
 

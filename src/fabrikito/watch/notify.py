@@ -22,8 +22,8 @@ import time
 from collections.abc import Callable, Sequence
 
 from fabrikito.base.values import frozen
+from fabrikito.log.events import RESOLVED, Event
 from fabrikito.team.teamfile import Team
-from fabrikito.watch.events import RESOLVED, Event
 
 
 @frozen

@@ -6,7 +6,7 @@
   a state that flaps (a registry flipping busy/idle, a screen caught between
   two frames) is told once, not every round.
 * A tracker started again is given the items its events file still has open
-  (:func:`fabrikito.watch.events.open_items`): a condition still true then is
+  (:func:`fabrikito.log.events.open_items`): a condition still true then is
   not told again, one that is no longer true is resolved, and one true now that
   the file does not have open is told, as any new one.  What is open is
   re-derived from what is read, never kept only in memory.
@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from fabrikito.log.events import OPENED, RESOLVED, Event
 from fabrikito.watch.conditions import Condition
-from fabrikito.watch.events import OPENED, RESOLVED, Event
 
 SETTLE = 3.0
 

@@ -3,7 +3,7 @@
 Each round reads the team (:mod:`~fabrikito.watch.observe`), works out its
 open conditions (:mod:`~fabrikito.watch.conditions`), turns their changes
 into events (:mod:`~fabrikito.watch.tracker`), appends each to the events
-file (:mod:`~fabrikito.watch.events`), hands the chosen ones to the notify
+file (:mod:`~fabrikito.log.events`), hands the chosen ones to the notify
 thread (:mod:`~fabrikito.watch.notify`), rewrites ``watcher.json`` (what
 ``fabrikito watch`` draws, and whose age is the watcher's liveness), then calls
 each :class:`RoundConsumer` with the round's reading.
@@ -30,11 +30,11 @@ from fabrikito.base import daemons, procs, statedir
 from fabrikito.base.errors import FabrikitoError, StateFileError
 from fabrikito.launch import watcherproc
 from fabrikito.launch.status import Status
+from fabrikito.log import events
+from fabrikito.log.events import Event
 from fabrikito.team import teamfile
 from fabrikito.team.teamfile import Team
-from fabrikito.watch import events
 from fabrikito.watch.conditions import conditions
-from fabrikito.watch.events import Event
 from fabrikito.watch.notify import Notifier
 from fabrikito.watch.observe import local_part, observe
 from fabrikito.watch.tracker import Tracker
@@ -49,9 +49,20 @@ class RoundConsumer(Protocol):
 
 
 def default_consumers(team: Team) -> list[RoundConsumer]:
-    """The consumers a team's watcher runs after each round (none yet: the lead adds them here)."""
-    del team
-    return []
+    """The consumers a team's watcher runs after each round: the auto-restart policy, for a team with a seat
+    whose ``restart`` is ``on-exit`` (it looks at the panes itself, in one tmux call, and starts a seat again
+    through ``up``: the round waits for that seat's box)."""
+    from fabrikito.launch import autorestart
+
+    if not autorestart.wanted(team):
+        return []
+    policy = autorestart.AutoRestart(team, autorestart.start_resumed)
+
+    def restart_round(found: Status, now: float) -> None:
+        del found  # what the policy needs (alive, exited, gone) is the panes', read as up reads them
+        policy.round(autorestart.look(team), now)
+
+    return [restart_round]
 
 
 def report(line: str) -> None:

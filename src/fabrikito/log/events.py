@@ -31,6 +31,8 @@ from fabrikito.base.values import frozen
 NAME = "events.jsonl"
 OPENED = "opened"
 RESOLVED = "resolved"
+#: A thing that happened, neither a condition opened nor one resolved (a seat restarted).
+NOTED = "noted"
 TIME_FORMAT = "%Y-%m-%dT%H:%M:%S"
 
 

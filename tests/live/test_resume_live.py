@@ -1,0 +1,331 @@
+"""A team that comes back: real Claude Code seats killed, resumed each with its own conversation, offline.
+
+* a seat with two turns of history is SIGKILLed; ``up --resume`` brings it back (both renderers), the
+  stand-in's next request for it carries the earlier turns, the other seat is not touched;
+* a simulated reboot (the tmux server and every helper killed by pid): ``up --resume`` brings every seat
+  back, three messages queued before the crash arrive once each, in order; an uncertain one stays so;
+* ``restart = "on-exit"``: a SIGKILLed seat comes back by itself, resumed; a seat that exits at once on
+  every start is restarted with a doubling back-off up to the cap, then left with an event.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fabrikito.base.tmux import Server
+from fabrikito.cli import serverctl
+from fabrikito.delivery import queue, worker, workerstate
+from fabrikito.launch import autorestart, resume, seatevents, watcherproc
+from fabrikito.offline.standin import StandIn
+from fabrikito.team import teamfile
+
+from .teamkit import fabrikito, log_lines, wait_for
+from .test_up_live import KICKOFF, status_json, write_up_team
+
+pytestmark = pytest.mark.live
+
+SECOND = "second turn: remember the word pelican"
+
+
+@pytest.fixture(autouse=True)
+def helpers_stopped(tmp_path: Path) -> Iterator[None]:
+    """Whatever a test leaves running for its team (auto-restart, worker, command server) is stopped."""
+    yield
+    team_path = tmp_path / "team" / "team.toml"
+    if team_path.exists():
+        team = teamfile.load(team_path)
+        watcherproc.stop(team)
+        worker.stop(team, timeout=10)
+        serverctl.stop(team)
+
+
+def seat_json(team: Path, role: str) -> dict[str, Any]:
+    return next(s for s in status_json(team)["seats"] if s["role"] == role)
+
+
+def texts_of(body: Any) -> str:
+    """Everything the request's messages say, as one string (the earlier turns ride in them)."""
+    return json.dumps(body.get("messages") if isinstance(body, dict) else None)
+
+
+def two_turns(team: Path, standin: StandIn, role: str) -> None:
+    """The kickoff (turn one), then a second turn from the owner, each answered."""
+    standin.wait_for_request(role, f"[from launcher] {KICKOFF}", 60)
+    done = fabrikito("say", role, SECOND, team=team, role=None, timeout=60)
+    assert done.returncode == 0, done.stdout + done.stderr
+    standin.wait_for_request(role, SECOND, 60)
+    wait_for(lambda: seat_json(team, role)["state"] == "idle", 60, f"{role} idle after its second turn")
+
+
+def kill_agent(team: Path, role: str) -> int:
+    pid = seat_json(team, role)["pid"]
+    assert isinstance(pid, int) and pid > 0
+    os.kill(pid, signal.SIGKILL)
+    wait_for(lambda: seat_json(team, role)["state"] in ("exited", "down"), 30, f"{role} seen exited")
+    return pid
+
+
+def assert_resumed(standin: StandIn, role: str, since: int) -> Any:
+    """The seat's first request after ``since``: the restart notice, with both earlier turns in it."""
+    request = standin.wait_for_request(role, "[from launcher] You were restarted at", 90, since=since)
+    said = texts_of(request.body)
+    assert KICKOFF in said and SECOND in said, said[:2000]  # the conversation was resumed, not begun again
+    return request
+
+
+@pytest.mark.parametrize("renderer", ["inline", "fullscreen"])
+def test_a_killed_seat_comes_back_with_its_conversation_and_the_other_is_untouched(
+    tmux_server: Server, claude_binary: Path, claude_home: Path, standin: StandIn, tmp_path: Path, renderer: str
+) -> None:
+    team_path = tmp_path / "team" / "team.toml"
+    extra = {"CLAUDE_CODE_NO_FLICKER": "1"} if renderer == "fullscreen" else {}
+    write_up_team(
+        team_path,
+        tmux_server,
+        claude_binary,
+        standin,
+        [(r, "acceptEdits", extra) for r in ("api", "web")],
+        home=claude_home,
+    )
+    done = fabrikito("up", team=team_path, role=None, timeout=240)
+    assert done.returncode == 0, done.stdout + done.stderr
+    two_turns(team_path, standin, "api")
+    before = {r: seat_json(team_path, r) for r in ("api", "web")}
+    conversation = before["api"]["conversation"]
+    assert resume.UUID_RE.match(conversation) and before["api"]["restarts"] == 0
+    # fixed in advance, and the one Claude Code runs (its registry, its transcript)
+    assert conversation in (claude_home / ".claude" / "sessions" / f"{before['api']['pid']}.json").read_text()
+    assert list((claude_home / ".claude" / "projects").glob(f"*/{conversation}.jsonl"))
+
+    kill_agent(team_path, "api")
+    mark = standin.mark()
+    done = fabrikito("up", "--resume", team=team_path, role=None, timeout=240)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"api: resuming its conversation {conversation} (restart 1)" in done.stdout, done.stdout
+    assert "web: already up" in done.stdout
+    assert "restart notice delivered" in done.stdout
+    request = assert_resumed(standin, "api", mark)
+    assert f"[from launcher] {KICKOFF}" not in request.last_user_text  # no kickoff again
+
+    after = {r: seat_json(team_path, r) for r in ("api", "web")}
+    assert (after["api"]["conversation"], after["api"]["restarts"]) == (conversation, 1)
+    assert after["api"]["pid"] != before["api"]["pid"]
+    assert (after["web"]["pane"], after["web"]["pid"]) == (before["web"]["pane"], before["web"]["pid"])
+    assert not [r for r in standin.requests("web") if r.index >= mark and r.is_main]  # web was not touched
+    assert any(line[2] == "api" and line[1] == "launcher" and "restarted" in line[-1] for line in log_lines(team_path))
+    table = fabrikito("status", team=team_path, role=None).stdout
+    assert f"{conversation[:8]} (1 restart)" in table, table
+    events = [e for e in seatevents.read(teamfile.load(team_path)) if e["seat"] == "api"]
+    assert [e["kind"] for e in events] == ["resumed"]
+
+    # An up --resume with the seat alive leaves it alone; down then up --resume resumes it again.
+    again = fabrikito("up", "--resume", team=team_path, role=None, timeout=120)
+    assert "api: already up" in again.stdout and again.returncode == 0
+    assert fabrikito("down", team=team_path, role=None, timeout=120).returncode == 0
+    plain_mark = standin.mark()
+    done = fabrikito("up", "--resume", "api", team=team_path, role=None, timeout=240)
+    assert f"api: resuming its conversation {conversation} (restart 2)" in done.stdout, done.stdout
+    assert_resumed(standin, "api", plain_mark)
+    assert fabrikito("down", team=team_path, role=None, timeout=120).returncode == 0
+
+
+def test_a_reboot_brings_every_seat_back_and_three_queued_messages_arrive_once_each_in_order(
+    tmux_server: Server, claude_binary: Path, claude_home: Path, standin: StandIn, tmp_path: Path
+) -> None:
+    team_path = tmp_path / "team" / "team.toml"
+    write_up_team(
+        team_path,
+        tmux_server,
+        claude_binary,
+        standin,
+        [(r, "acceptEdits", {}) for r in ("api", "web")],
+        home=claude_home,
+    )
+    done = fabrikito("up", team=team_path, role=None, timeout=240)
+    assert done.returncode == 0, done.stdout + done.stderr
+    two_turns(team_path, standin, "api")
+    standin.wait_for_request("web", f"[from launcher] {KICKOFF}", 60)
+    ids = {r: seat_json(team_path, r)["conversation"] for r in ("api", "web")}
+    assert ids["api"] != ids["web"]
+
+    # A draft of the owner's in api's box: three messages queue behind it; one more is marked uncertain by hand.
+    pane = seat_json(team_path, "api")["pane"]
+    tmux_server.send_keys(pane, "the owner's half-written draft", literal=True)
+    wait_for(lambda: "half-written draft" in tmux_server.capture(pane), 10, "the draft to show")
+    for i in range(3):
+        queued = fabrikito("say", "--queue", "api", f"queued message {i}", team=team_path, timeout=60)
+        assert queued.returncode == 0 and queued.stdout.startswith("queued"), queued.stdout + queued.stderr
+    team = teamfile.load(team_path)
+    unsure = queue.enqueue(team, "api", "live-test", "the unsure one", expire=3600, reason="queued by the test")
+    queue.write(unsure.moved(queue.State.UNCERTAIN, "typed, not submitted (set by the test)"))
+    time.sleep(1.0)
+    assert not any("queued message" in t for t in standin.last_user_texts("api"))
+
+    # The reboot: the tmux server, every seat's agent and every helper of the team killed outright.
+    helpers = [workerstate.read_info(team).pid, serverctl.running_pid(team_path)]
+    agents = [seat_json(team_path, r)["pid"] for r in ("api", "web")]
+    tmux_pid = int(tmux_server.run("display-message", "-p", "#{pid}").strip())
+    for pid in [tmux_pid, *agents, *helpers]:
+        if pid:
+            os.kill(pid, signal.SIGKILL)
+    wait_for(lambda: not workerstate.read_info(team).running, 10, "the worker gone")
+    wait_for(lambda: not tmux_server.alive(), 10, "the tmux server gone")
+
+    mark = standin.mark()
+    done = fabrikito("up", "--resume", team=team_path, role=None, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    for role in ("api", "web"):
+        assert f"{role}: resuming its conversation {ids[role]} (restart 1)" in done.stdout, done.stdout
+    assert_resumed(standin, "api", mark)
+    web_back = standin.wait_for_request("web", "[from launcher] You were restarted at", 90, since=mark)
+    assert KICKOFF in texts_of(web_back.body)
+
+    wait_for(
+        lambda: all(any(f"queued message {i}" in t for t in standin.last_user_texts("api")) for i in range(3)),
+        120,
+        "the three queued messages",
+        describe=lambda: "\n".join(standin.last_user_texts("api")[-6:]),
+    )
+    texts = standin.last_user_texts("api")
+    turns = [[j for j, t in enumerate(texts) if f"queued message {i}" in t] for i in range(3)]
+    assert all(len(t) == 1 for t in turns), turns  # once each
+    assert turns[0][0] < turns[1][0] < turns[2][0]  # in order
+    notice = max(j for j, t in enumerate(texts[: turns[0][0]]) if "You were restarted at" in t)
+    assert not any("queued message" in t for t in texts[:notice])  # nothing typed before the seat was back and told
+    assert not any("the unsure one" in t for t in texts)
+    shown = fabrikito("status", team=team_path, role=None).stdout
+    assert f"NOTICE api: queued message {unsure.id} from live-test was pasted but its fate is unknown" in shown, shown
+    assert fabrikito("down", team=team_path, role=None, timeout=120).returncode == 0
+
+
+def test_two_ups_at_once_one_starts_the_other_says_the_team_is_starting(
+    tmux_server: Server, claude_binary: Path, claude_home: Path, standin: StandIn, tmp_path: Path
+) -> None:
+    from .teamkit import start_fabrikito
+
+    team_path = tmp_path / "team" / "team.toml"
+    write_up_team(team_path, tmux_server, claude_binary, standin, [("api", "acceptEdits", {})], home=claude_home)
+    first = start_fabrikito("up", "--resume", team=team_path)
+    wait_for(lambda: tmux_server.has_session("live-api"), 60, "the first up to start its seat")
+    second = fabrikito("up", "--resume", team=team_path, role=None, timeout=120)
+    out, err = first.communicate(timeout=240)
+    assert first.returncode == 0, out + err
+    assert second.returncode == 1 and "team live is starting" in second.stderr, second.stdout + second.stderr
+    assert out.count("api: started") == 1 and "api: started" not in second.stdout
+    assert fabrikito("down", team=team_path, role=None, timeout=120).returncode == 0
+
+
+def test_on_exit_a_killed_seat_comes_back_by_itself_resumed(
+    tmux_server: Server, claude_binary: Path, claude_home: Path, standin: StandIn, tmp_path: Path
+) -> None:
+    team_path = tmp_path / "team" / "team.toml"
+    write_up_team(
+        team_path,
+        tmux_server,
+        claude_binary,
+        standin,
+        [(r, "acceptEdits", {}) for r in ("api", "web")],
+        home=claude_home,
+    )
+    team_path.write_text('restart = "on-exit"\n' + team_path.read_text(encoding="utf-8"), encoding="utf-8")
+    done = fabrikito("up", team=team_path, role=None, timeout=240)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "auto-restart helper: started" in done.stdout
+    two_turns(team_path, standin, "api")
+    conversation = seat_json(team_path, "api")["conversation"]
+    web = seat_json(team_path, "web")
+    mark = standin.mark()
+    kill_agent(team_path, "api")
+    assert_resumed(standin, "api", mark)
+    wait_for(lambda: seat_json(team_path, "api")["restarts"] == 1, 60, "the restart counted")
+    assert seat_json(team_path, "api")["conversation"] == conversation
+    assert (seat_json(team_path, "web")["pane"], seat_json(team_path, "web")["pid"]) == (web["pane"], web["pid"])
+    kinds = [e["kind"] for e in seatevents.read(teamfile.load(team_path)) if e["seat"] == "api"]
+    assert kinds[:4] == ["exited", "restarting", "resumed", "restarted"], kinds
+
+    # down stops the helper first; a seat stopped on purpose is never started again.
+    down = fabrikito("down", team=team_path, role=None, timeout=120)
+    assert "stopped the auto-restart helper" in down.stdout, down.stdout
+    time.sleep(3)
+    assert not tmux_server.alive() or not tmux_server.has_session("live-api")
+
+
+def test_a_seat_that_exits_at_once_is_restarted_with_back_off_up_to_the_cap(
+    tmux_server: Server, claude_binary: Path, claude_home: Path, standin: StandIn, tmp_path: Path
+) -> None:
+    team_path = tmp_path / "team" / "team.toml"
+    write_up_team(
+        team_path,
+        tmux_server,
+        claude_binary,
+        standin,
+        [(r, "acceptEdits", {}) for r in ("api", "web")],
+        home=claude_home,
+    )
+    text = team_path.read_text(encoding="utf-8")
+    crashing = '[[seat]]\nrole = "api"\n'
+    text = text.replace(
+        crashing, crashing + 'command = ["/bin/sh", "-c", "echo crashing; exit 3"]\nrestart = "on-exit"\n'
+    )
+    team_path.write_text(text, encoding="utf-8")
+    done = fabrikito("up", team=team_path, role=None, timeout=240)
+    assert done.returncode == 1 and "api did not come up" in done.stdout, done.stdout
+    assert "auto-restart helper: started" in done.stdout
+    team = teamfile.load(team_path)
+    web = seat_json(team_path, "web")
+
+    def capped() -> bool:
+        return any(e["kind"] == "restart-capped" for e in seatevents.read(team))
+
+    wait_for(capped, 180, "the cap", describe=lambda: "\n".join(map(str, seatevents.read(team))))
+    events = [e for e in seatevents.read(team) if e["seat"] == "api"]
+    restarts = [float(e["at"]) for e in events if e["kind"] == "restarting"]  # type: ignore[arg-type]
+    assert len(restarts) == autorestart.CAP, events
+    first_exit = next(float(e["at"]) for e in events if e["kind"] == "exited")  # type: ignore[arg-type]
+    gaps = [b - a for a, b in zip([first_exit, *restarts], restarts, strict=False)]
+    for k, gap in enumerate(gaps):  # each back-off at least the policy's, and each longer than the one before
+        assert gap >= autorestart.BACKOFF_FIRST * 2**k - 0.05, gaps
+    assert all(later > earlier for earlier, later in itertools.pairwise(gaps)), gaps
+    time.sleep(3)
+    assert len([e for e in seatevents.read(team) if e["seat"] == "api" and e["kind"] == "restarted"]) == autorestart.CAP
+    assert "left down" in events[-1]["detail"]  # type: ignore[operator]
+    assert seat_json(team_path, "web")["pid"] == web["pid"]  # the healthy seat was never touched
+    assert fabrikito("down", team=team_path, role=None, timeout=120).returncode == 0
+
+
+def test_restart_brings_a_running_seat_back_resumed_and_an_unknown_role_is_refused(
+    tmux_server: Server, claude_binary: Path, claude_home: Path, standin: StandIn, tmp_path: Path
+) -> None:
+    team_path = tmp_path / "team" / "team.toml"
+    write_up_team(
+        team_path,
+        tmux_server,
+        claude_binary,
+        standin,
+        [(r, "acceptEdits", {}) for r in ("api", "web")],
+        home=claude_home,
+    )
+    assert fabrikito("up", team=team_path, role=None, timeout=240).returncode == 0
+    two_turns(team_path, standin, "api")
+    before = {r: seat_json(team_path, r) for r in ("api", "web")}
+    wrong = fabrikito("restart", "nope", team=team_path, role=None)
+    assert wrong.returncode == 2 and "no seat nope in team live" in wrong.stderr, wrong.stderr
+    assert seat_json(team_path, "api")["pid"] == before["api"]["pid"]  # nothing stopped
+    mark = standin.mark()
+    done = fabrikito("restart", "api", team=team_path, role=None, timeout=240)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "api: stopped" in done.stdout and f"resuming its conversation {before['api']['conversation']}" in done.stdout
+    assert_resumed(standin, "api", mark)
+    after = {r: seat_json(team_path, r) for r in ("api", "web")}
+    assert after["api"]["pid"] != before["api"]["pid"] and after["api"]["restarts"] == 1
+    assert (after["web"]["pane"], after["web"]["pid"]) == (before["web"]["pane"], before["web"]["pid"])
+    assert fabrikito("down", team=team_path, role=None, timeout=120).returncode == 0
