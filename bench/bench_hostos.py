@@ -129,7 +129,7 @@ Read: the portable implementation is **not** as cheap as the Linux one here. A c
 nor `tcgetpgrp` tells another terminal's foreground group, so it runs `ps -o tpgid`: {fg:.1f} ms). Together `say`'s
 walk of a pane costs {walk_p:.1f} ms against {walk_l:.2f} ms, and the first call pays psutil's import,
 {start:.0f} ms more for a fresh interpreter. On Linux fabrikito runs the Linux implementation, so none of this
-reaches a Linux user; a Mac pays it on each `say` and `status` (docs/decisions/host-system-calls.md: what
+reaches a Linux user; a Mac pays it on each `say` and `status` (docs/decisions/0025-host-system-calls.md: what
 would remove it).
 """
 

@@ -1,6 +1,6 @@
 """A control client connecting while a person detaches, on each tmux release: does tmux survive?
 
-The measurement behind ``tmuxcontrol.may_connect`` (docs/decisions/tmux-releases.md).  Each round: a
+The measurement behind ``tmuxcontrol.may_connect`` (docs/decisions/0026-tmux-releases.md).  Each round: a
 private tmux server with a seat-like session, a person attached (``tmux -C attach``), then at once the
 person leaves, a session is created and killed, and fabrikito's control client connects.  Counts the
 rounds after which the tmux server no longer answers.  ``BENCH_RUNS`` rounds per release (default 15).

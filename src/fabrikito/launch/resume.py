@@ -13,7 +13,7 @@ then checks against the ``sessionId`` of its session registry) and comes back wi
 read: it must exist and must have been held in this seat's folder under this
 seat's session name (measured: Claude Code 2.1.316 resumes an id from any folder,
 so this check is fabrikito's).  Codex CLI and Gemini CLI seats start fresh and
-say so (docs/decisions/resume-other-agents.md).
+say so (docs/decisions/0032-resume-other-agents.md).
 
 Whatever cannot be resumed (no record, a damaged one, another seat's, a
 different release, a transcript that is gone) starts fresh with a new id, and
