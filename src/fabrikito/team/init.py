@@ -29,7 +29,8 @@ from typing import Any
 
 from fabrikito.base.errors import FabrikitoError, UsageError
 from fabrikito.base.values import frozen
-from fabrikito.team.teamfile import DEFAULT_SHARED_PROMPT, DEFAULT_TEAM_FILE, ROLE_RE, SESSION_RE, reserved_role
+from fabrikito.team.reserved import reserved_role
+from fabrikito.team.teamfile import DEFAULT_SHARED_PROMPT, DEFAULT_TEAM_FILE, ROLE_RE, SESSION_RE
 
 DEFAULT_ROLES = ("em", "api", "web")
 STATE_IGNORE = ".state/"

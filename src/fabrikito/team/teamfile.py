@@ -37,7 +37,8 @@ from pathlib import Path
 
 from fabrikito.base.errors import TeamFileError
 from fabrikito.base.values import field, frozen
-from fabrikito.team import watchconf
+from fabrikito.team import logkeys, watchconf
+from fabrikito.team.reserved import reserved_arg, reserved_role
 from fabrikito.team.watchconf import WatchConfig
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy knows the name)
@@ -52,7 +53,6 @@ DEFAULT_AGENT = ("claude",)
 DEFAULT_SHARED_PROMPT = "roles/common.md"
 
 ROLE_RE = re.compile(r"[a-z0-9_]+\Z")
-RESERVED_ROLES = frozenset({"owner", "launcher"})
 SESSION_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}\Z")
 TEAM_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}\Z")
 SOCKET_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}\Z")
@@ -84,12 +84,6 @@ TEAM_KEYS = frozenset(
 SEAT_KEYS = frozenset(
     {"role", "session", "cwd", "permission_mode", "args", "kickoff", "env", "agent", "command", "host", "restart"}
 )
-#: The message log rotates past this size (``log_max_size``) and keeps this many old files (``log_keep``).
-DEFAULT_LOG_MAX_SIZE = 16 * 1024 * 1024
-DEFAULT_LOG_KEEP = 5
-MIN_LOG_MAX_SIZE = 64 * 1024
-MAX_LOG_KEEP = 99
-_SIZE_UNITS = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3}
 #: The name the routing between machines gives the team's own machine (team/routekeys.py).
 ORIGIN_MACHINE = "origin"
 #: Machine names the routing keeps for itself: never a seat's host.
@@ -168,8 +162,8 @@ class Team:
     kickoff: str | None = None
     shared_prompt: Path | None = None
     origin: str | None = None  # how seats on other hosts reach this machine (an ssh destination)
-    log_max_size: int = DEFAULT_LOG_MAX_SIZE  # bytes past which messages.log is rotated
-    log_keep: int = DEFAULT_LOG_KEEP  # rotated generations kept (messages.log.1 ... .N)
+    log_max_size: int = logkeys.DEFAULT_LOG_MAX_SIZE  # bytes past which messages.log is rotated
+    log_keep: int = logkeys.DEFAULT_LOG_KEEP  # rotated generations kept (messages.log.1 ... .N)
     watch: WatchConfig = field(default_factory=WatchConfig)  # notify and the watcher's thresholds
     restart: str = "no"  # RESTART_POLICIES: the seats' own unless they set it
 
@@ -319,13 +313,7 @@ def parse(data: Mapping[str, Any], team_path: Path) -> Team:
     shared_raw = _optional_str(data, "shared_prompt", "team", bad)
     shared_prompt = team_path.parent / (shared_raw if shared_raw is not None else DEFAULT_SHARED_PROMPT)
     origin = _host(data, "team", bad, key="origin")
-    log_max_size = _log_max_size(data.get("log_max_size", DEFAULT_LOG_MAX_SIZE), bad)
-    log_keep = data.get("log_keep", DEFAULT_LOG_KEEP)
-    if isinstance(log_keep, bool) or not isinstance(log_keep, int) or not 1 <= log_keep <= MAX_LOG_KEEP:
-        bad(
-            "team", f"'log_keep' must be a whole number of old log files to keep, 1 to {MAX_LOG_KEEP}, not {log_keep!r}"
-        )
-        log_keep = DEFAULT_LOG_KEEP
+    log_max_size, log_keep = logkeys.parse(data, bad)
     watch = watchconf.parse(data.get("notify"), data.get("watch"), bad)
     restart = _restart(data, "team", bad) or "no"
 
@@ -380,22 +368,6 @@ def parse(data: Mapping[str, Any], team_path: Path) -> Team:
         watch=watch,
         restart=restart,
     )
-
-
-def _log_max_size(value: object, bad: Any) -> int:
-    """``log_max_size``: bytes, as a number or a text like ``"16M"`` (K, M, G: powers of 1024)."""
-    size: int | None = None
-    if isinstance(value, int) and not isinstance(value, bool):
-        size = value
-    elif isinstance(value, str) and (m := re.fullmatch(r"\s*(\d+)\s*([KMG]?)i?B?\s*", value, re.IGNORECASE)):
-        size = int(m.group(1)) * _SIZE_UNITS[m.group(2).upper()]
-    if size is None or size < MIN_LOG_MAX_SIZE:
-        bad(
-            "team",
-            f'\'log_max_size\' must be a size of at least 64K, as bytes or a text like "16M" or "1G", not {value!r}',
-        )
-        return DEFAULT_LOG_MAX_SIZE
-    return size
 
 
 def _seat(raw: Mapping[str, Any], index: int, base: Path, bad: Any) -> Seat | None:
@@ -607,28 +579,6 @@ def _kickoff(data: Mapping[str, Any], where: str, bad: Any) -> str | None:
         )
         return None
     return kickoff
-
-
-def reserved_role(role: str) -> str | None:
-    """The label of fabrikito's own (``owner``, ``launcher``) that ``role`` reads as (``0wner``: ``owner``), or None."""
-    from fabrikito.base.lookalike import same
-
-    return next((r for r in sorted(RESERVED_ROLES) if same(role, r)), None)
-
-
-def reserved_arg(arg: str) -> str | None:
-    """The option fabrikito sets itself that ``arg`` gives (``-n``, ``--name``, ``--settings``), in any
-    spelling the command line accepts: ``--name=x``, ``-nx``, ``-n`` among other short flags."""
-    for option in ("--name", "--settings", *CONVERSATION_OPTIONS):
-        if arg == option or arg.startswith(option + "="):
-            return option
-    if arg.startswith("-") and not arg.startswith("--"):
-        return next((f"-{c}" for c in "nrc" if c in arg[1:]), None)
-    return None
-
-
-#: Options that choose the conversation a Claude Code seat runs: fabrikito fixes its id and resumes it.
-CONVERSATION_OPTIONS = ("--session-id", "--resume", "--continue", "--fork-session", "--from-pr", "--teleport")
 
 
 def _agent(value: Any, bad: Any, base: Path) -> tuple[str, ...]:
