@@ -155,6 +155,32 @@ def test_events_are_appended_one_line_each_0600_and_read_back(tmp_path: Path) ->
     assert json.loads(path.read_bytes().splitlines()[0])["time"] == events.local_time(first.at)
 
 
+def test_the_events_file_rotates_and_the_new_file_starts_with_what_is_open(tmp_path: Path) -> None:
+    """Past its size the file is events.jsonl.1, and the new one holds a carried copy of each open
+    condition: a watcher started again reads what is open from the current file, the history counts each
+    opened line once, a follower is not told it again."""
+    path = tmp_path / events.NAME
+    t = time.time()
+    prompt = Event(t, "dev", "permission", OPENED, "asks", t, "permission dev")
+    dialog = Event(t + 1, "qa", "dialog", OPENED, "held", t + 1, "dialog qa")
+    for event in (prompt, dialog, Event(t + 2, "qa", "dialog", RESOLVED, "cleared", t + 1, "dialog qa")):
+        events.append(path, event)
+    assert not events.rotate_carrying(path, max_size=1 << 20, keep=2)  # not due
+    start = events.size(path)
+    assert events.rotate_carrying(path, max_size=10, keep=2)
+    assert (tmp_path / f"{events.NAME}.1").exists()
+    current = [events.parse(line) for line in path.read_bytes().splitlines()]
+    assert [(e.key, e.carried) for e in current if e is not None] == [("permission dev", True)]
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    history = events.read(path)
+    assert [(e.key, e.event) for e in history] == [(prompt.key, OPENED), (dialog.key, OPENED), (dialog.key, RESOLVED)]
+    assert set(events.open_items(events.read(path))) == {prompt.key}
+    events.append(path, Event(t + 3, "dev", "permission", RESOLVED, "answered", t, prompt.key))
+    followed = events.follow(path, start=start)  # the file shrank: read again from its top
+    assert next(followed).event == RESOLVED  # the carried copy is not told again
+    assert events.open_items(events.read(path)) == {}
+
+
 def test_a_damaged_events_file_is_set_aside_with_a_line(tmp_path: Path) -> None:
     path = tmp_path / events.NAME
     path.write_bytes(b"\xff\xfe garbage\n")

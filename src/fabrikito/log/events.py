@@ -10,6 +10,12 @@ descriptor (0600, never through a link), as the message log is::
 seat, and what else tells two apart: a queued message's id), so a resolved line
 matches its opened one; ``at`` is the time in seconds since the epoch.
 
+The file rotates as the message log does (:func:`rotate`: ``events.jsonl.1`` …,
+the team file's ``log_keep``), and the new file starts with every condition
+still open, each copied with ``"carried": true``: so the current file alone
+says what is open (a watcher started again reads it), while readers of the
+whole history (:func:`read`) count each opened line once.
+
 A line that does not parse is skipped by readers; a file that cannot be read
 as the events file (not a plain file, not UTF-8 lines of JSON at its start) is
 set aside as ``events.jsonl.damaged-<time>`` by the watcher, which says so on
@@ -24,7 +30,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from fabrikito.base import statedir
+from fabrikito.base import rotate, statedir
 from fabrikito.base.errors import StateFileError
 from fabrikito.base.values import frozen
 
@@ -45,9 +51,10 @@ class Event:
     detail: str
     since: float
     key: str
+    carried: bool = False  # a copy of an open condition at the top of a rotated file
 
     def to_json(self) -> dict[str, object]:
-        return {
+        data: dict[str, object] = {
             "time": local_time(self.at),
             "seat": self.seat,
             "kind": self.kind,
@@ -58,6 +65,9 @@ class Event:
             "at": round(self.at, 3),
             "since_at": round(self.since, 3),
         }
+        if self.carried:
+            data["carried"] = True
+        return data
 
     def line(self) -> bytes:
         return (json.dumps(self.to_json(), ensure_ascii=False, separators=(", ", ": ")) + "\n").encode()
@@ -88,25 +98,50 @@ def parse(raw: bytes) -> Event | None:
             detail=str(data.get("detail", "")),
             since=float(data.get("since_at", data["at"])),
             key=str(data["key"]),
+            carried=data.get("carried") is True,
         )
     except (ValueError, KeyError, TypeError):
         return None
 
 
 def read(path: Path, *, since: float | None = None) -> list[Event]:
-    """Every event in the file (at or after ``since``), oldest first; none when there is no file."""
+    """Every event of the file and its rotated generations (at or after ``since``), oldest first; none when
+    there is no file.  A carried copy is left out when its opened line was read already."""
     try:
-        data = statedir.read_plain(path)
+        data = rotate.read_all(path)
     except (OSError, StateFileError):
         return []
-    return list(_events(data or b"", since))
+    return list(_events(data, since))
 
 
 def _events(data: bytes, since: float | None) -> Iterator[Event]:
+    opened: set[str] = set()
     for raw in data.splitlines():
         event = parse(raw) if raw.strip() else None
-        if event is not None and (since is None or event.at >= since):
+        if event is None:
+            continue
+        if event.carried and event.key in opened:
+            continue
+        if event.event == OPENED:
+            opened.add(event.key)
+        elif event.event == RESOLVED:
+            opened.discard(event.key)
+        if since is None or event.at >= since:
             yield event
+
+
+def rotate_carrying(path: Path, *, max_size: int, keep: int) -> bool:
+    """Rotate the events file past ``max_size`` bytes and start the new one with what is still open
+    (``True`` when it rotated).  Run by the watcher, the one writer of opened and resolved lines, between
+    its rounds; a line another writer (``up``'s restart notes) appends meanwhile lands in one of the two."""
+    if size(path) < max_size:
+        return False
+    still = open_items(read(path))
+    if not rotate.rotate(path, max_size=max_size, keep=keep):
+        return False
+    for event in sorted(still.values(), key=lambda e: e.at):
+        append(path, Event(event.at, event.seat, event.kind, event.event, event.detail, event.since, event.key, True))
+    return True
 
 
 def open_items(events: list[Event]) -> dict[str, Event]:
@@ -173,7 +208,7 @@ def follow(path: Path, *, start: int, poll: float = 0.2) -> Iterator[Event]:
             carry = lines.pop()
             for raw in lines:
                 event = parse(raw)
-                if event is not None:
+                if event is not None and not event.carried:  # a carried copy was told before the rotation
                     yield event
             continue
         time.sleep(poll)

@@ -102,6 +102,8 @@ class Watcher:
         now = time.time() if now is None else now
         new = self.tracker.step(conditions(found, self.team.watch, now), now)
         written = self._write([*self.unwritten, *new])
+        if written:
+            self._rotate()
         for event in new:
             self.notifier.submit(event)
         write_state(self.team, found, self.tracker, now)
@@ -127,6 +129,13 @@ class Watcher:
             written.append(event)
         self.unwritten = []
         return written
+
+    def _rotate(self) -> None:
+        """The events file rotates as the message log does (the team file's ``log_max_size``, ``log_keep``)."""
+        try:
+            events.rotate_carrying(self.path, max_size=self.team.log_max_size, keep=self.team.log_keep)
+        except (OSError, StateFileError) as exc:
+            self._error(f"the events file {self.path} could not be rotated ({exc}): it grows until it can")
 
     def _error(self, line: str) -> None:
         if line != self.last_error:  # the same failure round after round is said once
