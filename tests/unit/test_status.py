@@ -15,7 +15,7 @@ from fabrikito.delivery import seatpane
 from fabrikito.launch import status
 from fabrikito.launch.status import SeatState
 from fabrikito.log import msglog
-from fabrikito.screen import PaneSnapshot
+from fabrikito.screen import PaneSnapshot, startup
 from fabrikito.team import teamfile
 
 REPO = Path(__file__).resolve().parents[2]
@@ -79,10 +79,10 @@ def test_no_registry_and_no_dialog_is_starting() -> None:
 
 
 def test_startup_dialog_texts() -> None:
-    assert status.startup_dialog("  WARNING: Claude Code running in Bypass Permissions mode\n") is not None
-    trust = status.startup_dialog(" ❯ 1. Yes, I trust this folder")
+    assert startup.startup_dialog("  WARNING: Claude Code running in Bypass Permissions mode\n") is not None
+    trust = startup.startup_dialog(" ❯ 1. Yes, I trust this folder")
     assert trust is not None and "trust" in trust[0]
-    assert status.startup_dialog("❯\u00a0") is None
+    assert startup.startup_dialog("❯\u00a0") is None
 
 
 # -- reading many panes in one call ----------------------------------------------------------

@@ -401,3 +401,21 @@ def parse_looks(out: str, marker: str, pane_ids: Sequence[str]) -> dict[str, Loo
         screen.pop()
     flush()
     return found
+
+
+def panes_if_running(server: Server, started: Pending | None = None) -> tuple[list[PaneRow], bool]:
+    """The server's panes and whether it runs; no server is not an error, any other failure is.
+    ``started``: the pane list's tmux call, begun earlier (``cmd_status`` starts it before importing this)."""
+    import os
+
+    try:
+        return list_panes(server, started), True
+    except TmuxError:
+        if not os.path.exists(server.resolved_socket_path()):
+            return [], False
+        try:
+            return list_panes(server), True
+        except TmuxError as exc:
+            if "no server running" in exc.stderr or "error connecting" in exc.stderr:
+                return [], False
+            raise

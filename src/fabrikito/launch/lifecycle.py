@@ -205,9 +205,9 @@ def _up(
         out(line)
     statedir.ensure_state_dir(team.base_dir, team.name)
     statedir.ensure_dir(seats_dir(team))
-    from fabrikito.launch.status import list_panes
+    from fabrikito.delivery.seatpane import panes_if_running
 
-    rows, _ = list_panes(srv)
+    rows, _ = panes_if_running(srv)
     waiting: list[_Waiting] = []
     for seat in seats:
         row = seatpane.pane_of_session(rows, seat.session)
@@ -339,7 +339,8 @@ def _wait_and_kickoff(run: _Run, waiting: list[_Waiting]) -> None:
 
 def _judge(run: _Run, w: _Waiting, look: seatpane.Look | None, now: float) -> bool | None:
     """``True`` ready, ``False`` failed (reported), ``None`` still waiting."""
-    from fabrikito.launch.status import ROOT_REFUSAL, plain_text, startup_dialog
+    from fabrikito.screen.ansi import plain as plain_text
+    from fabrikito.screen.startup import ROOT_REFUSAL, startup_dialog
 
     seat, team = w.seat, run.team
     if look is None:
@@ -415,7 +416,7 @@ def _timed_out(run: _Run, w: _Waiting) -> bool:
             "`fabrikito up` again: it gives the kickoff to a seat that has not had it",
         )
         return False
-    from fabrikito.launch.status import plain_text
+    from fabrikito.screen.ansi import plain as plain_text
 
     screen = "\n".join(plain_text(w.last_screen).rstrip().split("\n")[-15:])
     run.fail(
@@ -439,7 +440,7 @@ def _exit_report(run: _Run, seat: Seat, pane: str) -> str:
         text = run.server.capture(pane, start=-200)
     except TmuxError:
         text = ""
-    from fabrikito.launch.status import ROOT_REFUSAL
+    from fabrikito.screen.startup import ROOT_REFUSAL
 
     if ROOT_REFUSAL in text:
         return _root_advice(seat)

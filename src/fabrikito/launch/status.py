@@ -26,18 +26,17 @@ anything else as ``starting``.
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Mapping, Sequence
 from enum import StrEnum
 from pathlib import Path
 
-from fabrikito.base.errors import TmuxError
 from fabrikito.base.tmux import Pending, Server
 from fabrikito.base.values import frozen
 from fabrikito.delivery import queueview, seatpane
 from fabrikito.log import msglog
 from fabrikito.screen import BoxReading, ScreenState, recogniser_for
+from fabrikito.screen.startup import startup_dialog
 from fabrikito.team.teamfile import Seat, Team
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy knows the name)
@@ -46,28 +45,6 @@ if TYPE_CHECKING:
 
 JSON_VERSION = 1
 CLAUDE = "claude"
-
-#: Startup screens that come before Claude Code writes its registry entry:
-#: (text on the screen, what it is, what to do).
-STARTUP_DIALOGS: tuple[tuple[str, str, str], ...] = (
-    (
-        "WARNING: Claude Code running in Bypass Permissions mode",
-        "the bypass permissions acceptance dialog",
-        "choose 'Yes, I accept' (Down, Enter); Claude Code remembers it in the user's settings, "
-        "so later bypass seats skip it",
-    ),
-    (
-        "Yes, I trust this folder",
-        "the trust prompt for its working directory",
-        "choose 'Yes, I trust this folder' if you do (it is remembered for that directory)",
-    ),
-    (
-        "Detected a custom API key in your environment",
-        "the custom API key question",
-        "answer it (it is remembered)",
-    ),
-)
-ROOT_REFUSAL = "cannot be used with root/sudo privileges"
 
 
 class SeatState(StrEnum):
@@ -138,14 +115,6 @@ def plain_text(ansi: str) -> str:
     return plain(ansi)
 
 
-def startup_dialog(text: str) -> tuple[str, str] | None:
-    """(what, what to do) when ``text`` shows one of the startup dialogs, else ``None``."""
-    for marker, what, todo in STARTUP_DIALOGS:
-        if marker in text:
-            return what, todo
-    return None
-
-
 # -- the registry --------------------------------------------------------------------
 
 
@@ -203,26 +172,6 @@ def _note_line(line: bytes, wanted: set[str], to: dict[str, str], sent: dict[str
 # -- putting it together --------------------------------------------------------------
 
 
-def _server_socket_exists(server: Server) -> bool:
-    return os.path.exists(server.resolved_socket_path())
-
-
-def list_panes(server: Server, started: Pending | None = None) -> tuple[list[seatpane.PaneRow], bool]:
-    """The server's panes and whether it runs; no server is not an error, any other failure is.
-    ``started``: the pane list's tmux call, begun earlier (``cmd_status`` starts it before importing this)."""
-    try:
-        return seatpane.list_panes(server, started), True
-    except TmuxError:
-        if not _server_socket_exists(server):
-            return [], False
-        try:
-            return seatpane.list_panes(server), True
-        except TmuxError as exc:
-            if "no server running" in exc.stderr or "error connecting" in exc.stderr:
-                return [], False
-            raise
-
-
 def collect(
     team: Team,
     *,
@@ -240,7 +189,7 @@ def collect(
     from fabrikito.delivery import refusals
 
     srv = team.server() if server is None else server
-    rows, running = list_panes(srv, listing)
+    rows, running = seatpane.panes_if_running(srv, listing)
     calls = 1
     by_session = {seat.session: seatpane.pane_of_session(rows, seat.session) for seat in team.seats}
     pane_ids = [r.pane_id for s in team.seats if (r := by_session[s.session]) is not None and not r.dead]

@@ -70,7 +70,6 @@ def down(
 ) -> int:
     """Kill the seats' panes; leave the state directory and the log.  Returns the exit status.
     With no ``roles``, the delivery worker and ``stop_helpers`` (each says what it did, or ``None``) first."""
-    from fabrikito.launch.status import list_panes
 
     seats = select_seats(team, roles)
     srv = team.server() if server is None else server
@@ -95,7 +94,7 @@ def down(
     seatinboxes.stop(team, seats, out)
     for seat in seats:  # before a pane goes: an automatic restart never takes a seat stopped on purpose
         conversations.mark(team, seat.role, conversations.STOPPED)
-    rows, running = list_panes(srv)
+    rows, running = seatpane.panes_if_running(srv)
     if not running:
         out(f"no seat is up ({srv.describe()} is not running)")
     from fabrikito.launch import reap

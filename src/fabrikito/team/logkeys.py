@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from typing import Any
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (a hot path: say and status load it)
+if TYPE_CHECKING:
+    from typing import Any
 
 DEFAULT_LOG_MAX_SIZE = 16 * 1024 * 1024
 DEFAULT_LOG_KEEP = 5
