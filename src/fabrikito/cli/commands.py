@@ -156,7 +156,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     report = check.run(team)
     for warning in report.warnings:
         _line(f"WARNING: {warning.message}")
-    if _across_hosts(team):
+    if team.across_hosts:
         from fabrikito.launch import multihost
 
         return multihost.run_up(team, args.roles, out=_line, timeout=args.timeout)
@@ -178,7 +178,7 @@ def cmd_restart(args: argparse.Namespace) -> int:
     from fabrikito.team import teamfile
 
     team = teamfile.load(args.team)
-    if _across_hosts(team):
+    if team.across_hosts:
         raise UsageError("restart runs on a team whose seats are all on this machine: use down and up --resume")
     result = lifecycle.restart(team, args.roles, out=_line, timeout=args.timeout)
     for failed in result.failed:
@@ -191,7 +191,7 @@ def cmd_down(args: argparse.Namespace) -> int:
     from fabrikito.team import teamfile
 
     team = teamfile.load(args.team)
-    if _across_hosts(team):
+    if team.across_hosts:
         from fabrikito.launch import multihost
 
         return multihost.run_down(team, args.roles, out=_line)
@@ -206,7 +206,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     inv: Invocation = args.invocation
     team = teamfile.load(args.team)
     server = inv.tmux(team.server())
-    listing = None if _across_hosts(team) else server.start_list_panes()  # tmux answers meanwhile
+    listing = None if team.across_hosts else server.start_list_panes()  # tmux answers meanwhile
     from fabrikito.launch import status
 
     inv.out(status.report(team, as_json=args.json, screens=not args.no_screens, listing=listing, server=server))
@@ -242,11 +242,6 @@ def cmd_demo(args: argparse.Namespace) -> int:
     if args.stop:
         return demo.stop(demo.demo_dir(args.dir), out=_line, stop_helpers=stops)
     return demo.run(demo.demo_dir(args.dir), out=_line, socket=args.tmux_socket or demo.SOCKET, helpers=helpers)
-
-
-def _across_hosts(team: Team) -> bool:
-    """Whether the team file, on its own machine, has seats on other hosts."""
-    return any(seat.host is not None for seat in team.seats)
 
 
 def _line(text: str) -> None:

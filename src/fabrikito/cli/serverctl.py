@@ -41,7 +41,7 @@ def socket_path(team_path: Path) -> Path:
 
 def served(team: Team) -> bool:
     """Whether ``up`` starts a server for the team (all its seats on this machine)."""
-    return all(seat.host is None for seat in team.seats)
+    return not team.across_hosts
 
 
 def running_pid(team_path: Path) -> int | None:

@@ -408,7 +408,7 @@ def report(
     """What ``status`` prints: the table, or its JSON.  ``listing``: the pane list's tmux call,
     begun by the caller on ``server`` (default: the team's; a team with seats on other hosts reads
     every host instead)."""
-    if any(seat.host is not None for seat in team.seats):
+    if team.across_hosts:
         from fabrikito.launch import multihost
 
         found = multihost.collect(team, screens=screens)

@@ -88,7 +88,7 @@ def cmd_log(args: argparse.Namespace) -> int:
             for number, item in logread.follow(team.log_path, opened=opened):
                 _emit(out, number, item, filters, as_json=args.json, stream=True)
             return 0
-        if any(seat.host is not None for seat in team.seats):
+        if team.across_hosts:
             return _merged(team, [(n or 0, it) for n, it in read_log(team.log_path)], filters, as_json=args.json)
         items = logread.select(team.log_path, window, last=last, keep=filters.keep)
         if args.json:

@@ -168,6 +168,12 @@ class Team:
     restart: str = "no"  # RESTART_POLICIES: the seats' own unless they set it
 
     @property
+    def across_hosts(self) -> bool:
+        """Whether the team has seats on other hosts: the one test of local or across hosts (``up``, ``down``,
+        ``status``, ``log`` and the routes take the across-hosts path when it holds)."""
+        return any(seat.host is not None for seat in self.seats)
+
+    @property
     def base_dir(self) -> Path:
         """The directory the team file is in: ``.state/`` lives there."""
         return self.path.parent

@@ -16,7 +16,7 @@ from fabrikito.team.teamfile import Team
 
 def local_part(team: Team) -> Team:
     """The seats this machine's watcher watches."""
-    if all(seat.host is None for seat in team.seats):
+    if not team.across_hosts:
         return team
     from fabrikito.team import hosts
 
