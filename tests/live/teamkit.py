@@ -13,7 +13,7 @@ from tests import userenv
 
 from fabrikito.base.tmux import Server
 from fabrikito.offline.replies import Reply
-from fabrikito.offline.seatkit import Seat
+from fabrikito.offline.seatkit import LiveSeat
 from fabrikito.offline.standin import StandIn
 
 REPO = Path(__file__).resolve().parents[2]
@@ -22,7 +22,7 @@ REPO = Path(__file__).resolve().parents[2]
 def write_team(
     path: Path,
     server: Server,
-    seats: Sequence[Seat],
+    seats: Sequence[LiveSeat],
     *,
     extra: Sequence[tuple[str, str]] = (),
     name: str = "live",

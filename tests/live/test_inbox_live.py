@@ -40,7 +40,7 @@ from fabrikito.delivery.queue import State
 from fabrikito.inbox import gate, inboxfiles, protocol, server
 from fabrikito.offline import claude_setup, seatkit
 from fabrikito.offline.replies import Reply
-from fabrikito.offline.seatkit import Seat, SeatFactory
+from fabrikito.offline.seatkit import LiveSeat, SeatFactory
 from fabrikito.offline.standin import StandIn
 from fabrikito.team import teamfile
 
@@ -78,7 +78,7 @@ def _env(home: Path) -> dict[str, str]:
     return clean_env({"HOME": str(home)})
 
 
-def _target(seat_factory: SeatFactory, claude_binary: Path) -> Seat:
+def _target(seat_factory: SeatFactory, claude_binary: Path) -> LiveSeat:
     """The Claude Code pane behind the ``cx`` inbox: tmux session fab-cx, Claude Code named claude-cx."""
     f = seat_factory
     seat = seatkit.start_seat(

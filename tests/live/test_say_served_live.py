@@ -13,7 +13,7 @@ import pytest
 from fabrikito.base import procs, tmuxcontrol
 from fabrikito.base.tmux import Server
 from fabrikito.cli import serverctl
-from fabrikito.offline.seatkit import Seat, SeatFactory
+from fabrikito.offline.seatkit import LiveSeat, SeatFactory
 from fabrikito.offline.standin import StandIn
 from fabrikito.team import teamfile
 
@@ -42,7 +42,7 @@ class Served:
         self.tmp_path = tmp_path
         self.team: teamfile.Team | None = None
 
-    def start(self, seats: Sequence[Seat]) -> Path:
+    def start(self, seats: Sequence[LiveSeat]) -> Path:
         path = write_team(self.tmp_path / "team" / "team.toml", self.tmux, seats)
         self.team = teamfile.load(path)
         assert serverctl.ensure_running(self.team, env=clean_env())

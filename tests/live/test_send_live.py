@@ -124,7 +124,7 @@ def test_same_name_is_ambiguous_and_cwd_picks(
     ]
     seat_factory.seats.extend(seats)
 
-    def registered(seat: seatkit.Seat) -> dict[str, Any] | None:
+    def registered(seat: seatkit.LiveSeat) -> dict[str, Any] | None:
         entry = seatkit.read_registry(seat.registry)
         if not entry or entry.get("nameSource") not in ("user", "collision"):
             return None  # the first write holds a derived name; -n is applied just after

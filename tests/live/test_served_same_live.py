@@ -32,7 +32,7 @@ from fabrikito.base import procs
 from fabrikito.base.tmux import Server
 from fabrikito.cli import serverctl
 from fabrikito.offline import claude_setup
-from fabrikito.offline.seatkit import Seat, SeatFactory, box_ready
+from fabrikito.offline.seatkit import LiveSeat, SeatFactory, box_ready
 from fabrikito.offline.standin import StandIn
 from fabrikito.team import teamfile
 
@@ -63,7 +63,7 @@ class Bench:
     """One seat, its team file and the command server."""
 
     tmux: Server
-    seat: Seat
+    seat: LiveSeat
     team: Path
     root: Path
     server_env: dict[str, str] = field(default_factory=dict)

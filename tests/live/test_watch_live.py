@@ -19,7 +19,7 @@ from fabrikito.launch import watcherproc
 from fabrikito.log import events
 from fabrikito.offline import claude_setup
 from fabrikito.offline.replies import Reply
-from fabrikito.offline.seatkit import Seat, SeatFactory
+from fabrikito.offline.seatkit import LiveSeat, SeatFactory
 from fabrikito.offline.standin import StandIn
 from fabrikito.team import teamfile
 
@@ -30,7 +30,7 @@ pytestmark = pytest.mark.live
 HELD_TITLE = "Held message from another session"
 
 
-def write_watched_team(path: Path, server: Server, seats: list[Seat], notified: Path, **watch: float) -> Path:
+def write_watched_team(path: Path, server: Server, seats: list[LiveSeat], notified: Path, **watch: float) -> Path:
     """A team file for the bench seats with a ``notify`` that appends each event it gets to ``notified``."""
     script = path.parent / "notify.sh"
     path.parent.mkdir(parents=True, exist_ok=True)

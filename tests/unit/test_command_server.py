@@ -249,7 +249,7 @@ def test_a_command_runs_here_only_when_the_server_started_none(
         assert "went away while the command ran: its exit status is not known" in asked.stderr
 
 
-def in_process(team: teamfile.Team) -> command_server.Server:
+def in_process(team: teamfile.Team) -> command_server.CommandServer:
     """A server object for the team, listening, in this process (its checks called by the test)."""
     serverctl.socket_path(team.path).parent.mkdir(mode=0o700, exist_ok=True)
     cwd = os.getcwd()
@@ -257,7 +257,7 @@ def in_process(team: teamfile.Team) -> command_server.Server:
         listener, inode = command_server._listen(team.path)  # binds from inside the folder
     finally:
         os.chdir(cwd)
-    return command_server.Server(team.path, listener, inode, team.server().resolved_socket_path())
+    return command_server.CommandServer(team.path, listener, inode, team.server().resolved_socket_path())
 
 
 def test_the_server_stops_wanting_to_run_when_its_team_is_gone(team: teamfile.Team) -> None:
@@ -267,7 +267,7 @@ def test_the_server_stops_wanting_to_run_when_its_team_is_gone(team: teamfile.Te
         team.server().kill_server()
         wait_until(lambda: not server.still_wanted())  # tmux leaves its socket: nobody listens on it
         assert serverctl.socket_path(team.path).exists()
-        other = command_server.Server(team.path, server.listener, server.inode + 1, None)
+        other = command_server.CommandServer(team.path, server.listener, server.inode + 1, None)
         assert not other.still_wanted()  # the socket there is not its own
     finally:
         server.listener.close()

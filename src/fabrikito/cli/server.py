@@ -107,7 +107,7 @@ class Asking:
         self.conn.close()
 
 
-class Server:
+class CommandServer:
     """One team file's server: its listening socket, the requests being read, the commands running."""
 
     def __init__(
@@ -472,7 +472,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     team_path = Path(args[0]).absolute()
     inode: int | None = None
-    server: Server | None = None
+    server: CommandServer | None = None
     for signo in HANDLED:
         signal.signal(signo, _on_signal)
     try:
@@ -484,7 +484,7 @@ def main(argv: list[str] | None = None) -> int:
         gc.collect()
         gc.freeze()  # what is imported stays untouched by a child's collections: fewer pages copied per fork
         listener, inode = _listen(team_path)
-        server = Server(team_path, listener, inode, _tmux_socket(team_path), fd)
+        server = CommandServer(team_path, listener, inode, _tmux_socket(team_path), fd)
         server.wake = _wake_on_signals(server)
         os.pwrite(fd, f"{os.getpid()} {procs.info(os.getpid()).start_ticks}\n".encode(), 0)  # listening: ready
         server.connect()  # after: up does not wait for it (commands asked meanwhile wait)
@@ -501,7 +501,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _wake_on_signals(server: Server) -> int:
+def _wake_on_signals(server: CommandServer) -> int:
     """A pipe the signals write to (a child ended: reaped at once, its asker told), watched by the loop."""
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_r, False)
@@ -524,7 +524,7 @@ def _connect(team_path: Path) -> tmuxcontrol.Control | None:
         return None
 
 
-def _loop(server: Server) -> None:
+def _loop(server: CommandServer) -> None:
     checked = time.monotonic()
     while not server.stale:
         server.serve_once(min(TICK, max(0.0, checked + CHECK_EVERY - time.monotonic())))

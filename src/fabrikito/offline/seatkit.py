@@ -83,7 +83,7 @@ def wait_until(
 
 
 @frozen
-class Seat:
+class LiveSeat:
     """A running Claude Code seat in a tmux pane."""
 
     role: str
@@ -232,7 +232,7 @@ def start_seat(
     tmux_session: str | None = None,
     wait: bool = True,
     timeout: float = 60.0,
-) -> Seat:
+) -> LiveSeat:
     """Start Claude Code for ``role`` in a new tmux session; wait for its empty box and registry.
 
     ``session`` is the Claude session name (``-n``, default: the role) and
@@ -258,7 +258,7 @@ def start_seat(
     pane = server.new_session(tmux_session or name, command, cwd=str(cwd), width=width, height=height, env=variables)
     pid = int(server.display(pane, "#{pane_pid}"))
     registry = home / ".claude" / "sessions" / f"{pid}.json"
-    seat = Seat(
+    seat = LiveSeat(
         role=role,
         session=name,
         pane=pane,
@@ -288,11 +288,11 @@ def describe_pane(server: Server, pane: str) -> str:
     return f"pane {pane} (dead/command: {dead}); last screen:\n{screen.rstrip()}"
 
 
-def wait_ready(server: Server, seat: Seat, *, timeout: float = 60.0, started: float | None = None) -> Seat:
+def wait_ready(server: Server, seat: LiveSeat, *, timeout: float = 60.0, started: float | None = None) -> LiveSeat:
     """Wait until ``seat`` shows its empty box and has a registry entry with a socket; fill those in."""
     t0 = time.monotonic() if started is None else started
 
-    def ready() -> Seat | None:
+    def ready() -> LiveSeat | None:
         entry = read_registry(seat.registry)
         if entry is None or not entry.get("messagingSocketPath"):
             return None
@@ -324,13 +324,13 @@ def wait_ready(server: Server, seat: Seat, *, timeout: float = 60.0, started: fl
 # -- talking to seats -----------------------------------------------------------------
 
 
-def submit(server: Server, seat: Seat, text: str) -> None:
+def submit(server: Server, seat: LiveSeat, text: str) -> None:
     """Paste ``text`` into the seat's box (bracketed paste) and press Enter."""
     server.paste(seat.pane, text)
     server.send_keys(seat.pane, "Enter")
 
 
-def post_inbox(seat: Seat, text: str, *, token: str | None = None, timeout: float = 5.0) -> None:
+def post_inbox(seat: LiveSeat, text: str, *, token: str | None = None, timeout: float = 5.0) -> None:
     """Post ``text`` to the seat's messaging socket, as an outside process would.
 
     Sends ``{"type":"auth","token":...}`` and ``{"type":"user","message":...}``,
@@ -416,7 +416,7 @@ class SeatFactory:
     home: Path
     standin: StandIn
     root: Path
-    seats: list[Seat] = field(default_factory=list)
+    seats: list[LiveSeat] = field(default_factory=list)
 
     def start(
         self,
@@ -431,7 +431,7 @@ class SeatFactory:
         env: Mapping[str, str] | None = None,
         wait: bool = True,
         timeout: float = 60.0,
-    ) -> Seat:
+    ) -> LiveSeat:
         seat = start_seat(
             self.server,
             binary=self.binary,
@@ -452,7 +452,7 @@ class SeatFactory:
         self.seats.append(seat)
         return seat
 
-    def start_many(self, roles: list[str], **options: Any) -> list[Seat]:
+    def start_many(self, roles: list[str], **options: Any) -> list[LiveSeat]:
         """Start all seats first, then wait for each (they boot in parallel)."""
         started = [self.start(role, wait=False, **options) for role in roles]
         return [wait_ready(self.server, seat) for seat in started]

@@ -24,7 +24,7 @@ from fabrikito.base.tmux import Server
 from fabrikito.offline import claude_setup, other_setup, seatkit
 from fabrikito.offline.claude_setup import Renderer
 from fabrikito.offline.other_setup import OtherSeat
-from fabrikito.offline.seatkit import Seat
+from fabrikito.offline.seatkit import LiveSeat
 from fabrikito.offline.standin import StandIn
 from fabrikito.screen import PaneSnapshot
 
@@ -135,7 +135,7 @@ class Job:
         wait: bool = True,
         width: int | None = None,
         height: int | None = None,
-    ) -> Seat:
+    ) -> LiveSeat:
         seat = seatkit.start_seat(
             self.server,
             binary=self.binary,

@@ -97,7 +97,7 @@ def _empty_box(job: Job) -> None:
     job.save(seat.pane, "empty-box-fresh-start")
 
 
-def _type(job: Job, seat: seatkit.Seat, text: str, quiet: float = 0.6) -> None:
+def _type(job: Job, seat: seatkit.LiveSeat, text: str, quiet: float = 0.6) -> None:
     """Type ``text`` into the box (send-keys -l) and wait until it shows and the screen settles."""
     job.server.send_keys(seat.pane, text, literal=True)
     job.wait_screen(seat.pane, lambda s: text in s, "typed text in the box")
@@ -166,7 +166,7 @@ def _tall_box(job: Job) -> None:
     job.save(seat.pane, "tall-box", note=f"{len(text)} characters typed with send-keys -l in 700-character chunks")
 
 
-def _turn(job: Job, seat: seatkit.Seat, prompt: str) -> None:
+def _turn(job: Job, seat: seatkit.LiveSeat, prompt: str) -> None:
     since = job.standin.mark()
     seatkit.submit(job.server, seat, prompt)
     job.standin.wait_for_request(seat.role, prompt, 20, since=since)

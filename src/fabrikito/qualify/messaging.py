@@ -20,7 +20,7 @@ from fabrikito.inbox import client, sessions
 from fabrikito.log import hook, msglog
 from fabrikito.offline import seatkit
 from fabrikito.offline.replies import Reply
-from fabrikito.offline.seatkit import Seat
+from fabrikito.offline.seatkit import LiveSeat
 from fabrikito.offline.standin import StandInTimeoutError
 from fabrikito.qualify.capture import Job
 from fabrikito.screen import Recogniser
@@ -71,7 +71,7 @@ def _wait(check: Callable[[], bool], timeout: float) -> bool:
     return True
 
 
-def check_registry(job: Job, seat: Seat, release: str) -> list[str]:
+def check_registry(job: Job, seat: LiveSeat, release: str) -> list[str]:
     """The seat's registry entry is found, alive, named, with a socket and a known status."""
     entries = sessions.list_sessions({"HOME": str(job.home)})
     mine = [e for e in entries if e.pid == seat.pid]
@@ -95,7 +95,7 @@ def check_registry(job: Job, seat: Seat, release: str) -> list[str]:
     return problems
 
 
-def check_hook(job: Job, team: teamfile.Team, a: Seat) -> list[str]:
+def check_hook(job: Job, team: teamfile.Team, a: LiveSeat) -> list[str]:
     """A SendMessage from ``a`` to ``b`` reaches ``b`` and leaves a ``sent`` line through the hook."""
     text = "hello b, from a (qualify)"
     job.standin.on("qualify: message b", Reply(tool="SendMessage", input={"to": "seat-b", "message": text}), seat="a")
@@ -111,7 +111,7 @@ def check_hook(job: Job, team: teamfile.Team, a: Seat) -> list[str]:
     return []
 
 
-def check_inbox(job: Job, b: Seat) -> list[str]:
+def check_inbox(job: Job, b: LiveSeat) -> list[str]:
     """A post to ``b``'s inbox socket from outside arrives as a turn."""
     text = "posted to the inbox by qualify"
     since = job.standin.mark()
@@ -125,7 +125,7 @@ def check_inbox(job: Job, b: Seat) -> list[str]:
     return []
 
 
-def check_round_trip(job: Job, team: teamfile.Team, a: Seat, recogniser: Recogniser) -> list[str]:
+def check_round_trip(job: Job, team: teamfile.Team, a: LiveSeat, recogniser: Recogniser) -> list[str]:
     """``say``'s engine delivers a labelled message, and the model gets exactly label + text."""
     text = "a labelled message from qualify"
     ctx = engine.Context(team, job.server, seatpane.list_panes(job.server), recogniser=recogniser)
