@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 from tests.unit.serverkit import callers, environ, fabrikito, here, same, wait_until, write_team
 
-from fabrikito.base import daemons, tmuxcontrol
+from fabrikito.base import daemons, teampath, tmuxcontrol
 from fabrikito.base.errors import FabrikitoError
 from fabrikito.base.tmux import Server
 from fabrikito.cli import server as command_server
@@ -535,7 +535,7 @@ def test_status_is_answered_with_the_askers_time_zone(team: teamfile.Team) -> No
     "path", ["team.toml", "./team.toml", "a/../team.toml", "a//b/./c.toml", "/x/y.toml", "//x/y.toml", "///x", ""]
 )
 def test_absolute_is_pathlibs(path: str) -> None:
-    assert wire.absolute(path) == str(Path(path).absolute())
+    assert teampath.absolute(path) == str(Path(path).absolute())
 
 
 def test_the_team_asked_is_the_one_the_line_names(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -47,7 +47,7 @@ import os
 import sys
 import time
 
-from fabrikito.base import hostos
+from fabrikito.base import hostos, teampath
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy knows the name)
 if TYPE_CHECKING:
@@ -102,14 +102,6 @@ def socket_dir(team_path: str) -> str:
     return os.path.join(os.path.dirname(team_path), STATE_ROOT)
 
 
-def absolute(path: str, cwd: str | None = None) -> str:
-    """``path`` made absolute as ``pathlib.Path.absolute`` does (no ``..`` resolved, ``.`` parts dropped),
-    from ``cwd`` (default: this process's working folder)."""
-    joined = path if os.path.isabs(path) else os.path.join(os.getcwd() if cwd is None else cwd, path)
-    lead = "//" if joined.startswith("//") and not joined.startswith("///") else "/"
-    return lead + "/".join(part for part in joined.split("/") if part not in ("", "."))
-
-
 def team_of(argv: list[str], env: dict[str, str] | None = None, cwd: str | None = None) -> str:
     """The team file a command line names (the last ``--team FILE`` or ``--team=FILE`` before any
     ``--``, as argparse reads it), else ``$FABRIKITO_TEAM``, else ``./team.toml`` (as
@@ -122,9 +114,7 @@ def team_of(argv: list[str], env: dict[str, str] | None = None, cwd: str | None 
             named = argv[i + 1]
         elif arg.startswith("--team="):
             named = arg[len("--team=") :]
-    if named is None:
-        named = (os.environ if env is None else env).get("FABRIKITO_TEAM") or "team.toml"
-    return absolute(named, cwd)
+    return teampath.resolve(named, env, cwd)
 
 
 def stdio_of(streams: tuple[object, object, object]) -> str:

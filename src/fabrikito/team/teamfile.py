@@ -35,6 +35,7 @@ from collections.abc import Mapping
 from enum import StrEnum
 from pathlib import Path
 
+from fabrikito.base import teampath
 from fabrikito.base.errors import TeamFileError
 from fabrikito.base.values import field, frozen
 from fabrikito.team import logkeys, watchconf
@@ -246,9 +247,7 @@ def mode_options(args: tuple[str, ...]) -> list[str]:
 
 def resolve_team_path(path: str | None) -> Path:
     """``--team`` when given, else ``$FABRIKITO_TEAM`` (set in every seat by ``up``), else ./team.toml."""
-    if path is None:
-        path = os.environ.get("FABRIKITO_TEAM") or DEFAULT_TEAM_FILE
-    return Path(path).absolute()
+    return Path(teampath.resolve(path))
 
 
 def load(path: str | Path | None = None) -> Team:
