@@ -209,7 +209,13 @@ def cmd_status(args: argparse.Namespace) -> int:
     listing = None if team.across_hosts else server.start_list_panes()  # tmux answers meanwhile
     from fabrikito.launch import status
 
-    inv.out(status.report(team, as_json=args.json, screens=not args.no_screens, listing=listing, server=server))
+    if team.across_hosts:  # every host's status, merged
+        from fabrikito.launch import multihost
+
+        found = multihost.collect(team, screens=not args.no_screens)
+    else:
+        found = status.collect(team, server=server, screens=not args.no_screens, listing=listing)
+    inv.out(status.report(found, as_json=args.json))
     return 0
 
 

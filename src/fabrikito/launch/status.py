@@ -402,18 +402,9 @@ def attach_command(team: Team, seat: Seat) -> str:
     return " ".join(["tmux", *team.server().server_flags, "attach", "-t", seat.session])
 
 
-def report(
-    team: Team, *, as_json: bool, screens: bool, listing: Pending | None = None, server: Server | None = None
-) -> str:
-    """What ``status`` prints: the table, or its JSON.  ``listing``: the pane list's tmux call,
-    begun by the caller on ``server`` (default: the team's; a team with seats on other hosts reads
-    every host instead)."""
-    if team.across_hosts:
-        from fabrikito.launch import multihost
-
-        found = multihost.collect(team, screens=screens)
-    else:
-        found = collect(team, server=server, screens=screens, listing=listing)
+def report(found: Status, *, as_json: bool) -> str:
+    """What ``status`` prints of what was collected (this machine's :func:`collect`, or every host's
+    through ``launch/multihost.collect``): the table, or its JSON."""
     if as_json:
         from fabrikito.log.logview import json_text
 
