@@ -59,11 +59,15 @@ def test_wheel_installed_with_uv_runs_init_check_and_the_demo(tmp_path: Path, us
     got_uv = _run([str(tools / "bin" / "pip"), "install", "--quiet", "uv"], env=userenv.tooling_env(), cwd=tmp_path)
     assert got_uv.returncode == 0, got_uv.stderr
     uv = str(tools / "bin" / "uv")
+    # uv reaches the package index through this machine's certificate authority (a user's machine has its own
+    # certificates where uv looks; here they are the system's, which uv reads only when told).
+    certs = {k: v for k, v in userenv.tooling_env().items() if k.startswith("SSL_")}
+    uv_env = {**user, **certs, "UV_SYSTEM_CERTS": "1"}
     dist = tmp_path / "dist"
-    built = _run([uv, "build", "--wheel", "-o", str(dist), str(REPO)], env={**user, "HOME": str(tmp_path)}, cwd=REPO)
+    built = _run([uv, "build", "--wheel", "-o", str(dist), str(REPO)], env={**uv_env, "HOME": str(tmp_path)}, cwd=REPO)
     assert built.returncode == 0, built.stderr
     (wheel,) = dist.glob("fabrikito-*.whl")
-    installed = _run([uv, "tool", "install", str(wheel)], env=user, cwd=home)
+    installed = _run([uv, "tool", "install", str(wheel)], env=uv_env, cwd=home)
     assert installed.returncode == 0, installed.stderr
     fabrikito = home / ".local" / "bin" / "fabrikito"
     assert fabrikito.exists(), installed.stderr

@@ -239,7 +239,7 @@ def test_on_exit_a_killed_seat_comes_back_by_itself_resumed(
     team_path.write_text('restart = "on-exit"\n' + team_path.read_text(encoding="utf-8"), encoding="utf-8")
     done = fabrikito("up", team=team_path, role=None, timeout=240)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "auto-restart helper: started" in done.stdout
+    assert "watcher: running" in done.stdout  # the watcher runs the auto-restart policy
     two_turns(team_path, standin, "api")
     conversation = seat_json(team_path, "api")["conversation"]
     web = seat_json(team_path, "web")
@@ -279,7 +279,7 @@ def test_a_seat_that_exits_at_once_is_restarted_with_back_off_up_to_the_cap(
     team_path.write_text(text, encoding="utf-8")
     done = fabrikito("up", team=team_path, role=None, timeout=240)
     assert done.returncode == 1 and "api did not come up" in done.stdout, done.stdout
-    assert "auto-restart helper: started" in done.stdout
+    assert "watcher: running" in done.stdout  # the watcher runs the auto-restart policy
     team = teamfile.load(team_path)
     web = seat_json(team_path, "web")
 

@@ -292,7 +292,8 @@ def in_a_terminal(bench: Bench, scenario: Scenario, env: dict[str, str]) -> tupl
     script = f'{command} </dev/null; echo "exit=$?" > {done}; sleep 30'
     pane = bench.tmux.new_session("term", ["sh", "-c", script], cwd=str(bench.root), width=200, height=20, env=env)
     try:
-        wait_for(done.exists, 60, "the command in the terminal")
+        # The shell makes the file before it writes the line: wait for the line.
+        wait_for(lambda: done.exists() and "\n" in done.read_text(), 60, "the command in the terminal")
         code = int(done.read_text().strip().split("=")[1])
         shown = bench.tmux.capture(pane).rstrip("\n")
     finally:

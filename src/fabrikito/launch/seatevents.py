@@ -37,5 +37,6 @@ def emit(team: Team, seat: str, kind: str, detail: str, *, since: float | None =
 
 
 def read(team: Team) -> list[dict[str, object]]:
-    """Every event of the team, oldest first, as its line has it (a damaged line is left out)."""
-    return [e.to_json() for e in events.read(events_path(team))]
+    """The restart events of the team (the ``noted`` lines; the watcher's conditions are left out), oldest
+    first, as their lines have them."""
+    return [e.to_json() for e in events.read(events_path(team)) if e.event == events.NOTED]
