@@ -252,9 +252,9 @@ def test_on_exit_a_killed_seat_comes_back_by_itself_resumed(
     kinds = [e["kind"] for e in seatevents.read(teamfile.load(team_path)) if e["seat"] == "api"]
     assert kinds[:4] == ["exited", "restarting", "resumed", "restarted"], kinds
 
-    # down stops the helper first; a seat stopped on purpose is never started again.
+    # down stops the watcher (which restarts) first; a seat stopped on purpose is never started again.
     down = fabrikito("down", team=team_path, role=None, timeout=120)
-    assert "stopped the auto-restart helper" in down.stdout, down.stdout
+    assert "stopped the watcher" in down.stdout, down.stdout
     time.sleep(3)
     assert not tmux_server.alive() or not tmux_server.has_session("live-api")
 
