@@ -94,7 +94,8 @@ def test_watch_shows_what_needs_you_and_its_keys_flush_and_attach(
     viewer.resize_window(pane, 30, 8)
     wait_for(lambda: shows(viewer, pane, "terminal too small"), 10, "the size message", lambda: viewer.capture(pane))
     viewer.send_keys(pane, "C-c")
-    wait_for((tmp_path / "view.stty").exists, 10, "watch to end", lambda: viewer.capture(pane))
+    stty = tmp_path / "view.stty"  # the shell makes the file before stty writes it: wait for the modes
+    wait_for(lambda: stty.exists() and "icanon" in stty.read_text(), 10, "watch to end", lambda: viewer.capture(pane))
     modes = (tmp_path / "view.stty").read_text()
     assert " icanon" in modes and " echo " in modes and "-icanon" not in modes, modes
 
