@@ -467,6 +467,14 @@ def test_a_busy_seat_queues_the_message_for_its_next_turn(
     tmux_server.paste(seat.pane, "think for a while")
     tmux_server.send_keys(seat.pane, "Enter")
     standin.wait_for_request("dev", "think for a while")
+    # The request can leave before the screen is drawn again (seen under load): say would find the text
+    # still in the box and refuse, rightly. Wait until the box (its prompt: ❯ and a no-break space) no
+    # longer shows it.
+    wait_for(
+        lambda: not any("❯\u00a0think for a while" in line for line in tmux_server.capture(seat.pane).splitlines()),
+        15,
+        "dev's box emptied by the Enter",
+    )
     done = fabrikito("say", "dev", "when you are done", team=team)
     assert done.returncode == 0, done.stderr
     assert not any("when you are done" in t for t in standin.last_user_texts("dev"))  # not yet: the turn runs
