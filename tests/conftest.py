@@ -6,6 +6,11 @@ what a user's shell has, so nothing a test starts can inherit this machine's
 
 A module marked ``tmux_releases`` runs once per tmux release, that release's ``tmux`` first on ``PATH``;
 the end of the run says per release how its tests went, and keeps that for docs/compatibility.md.
+The matrix is not a cross product: on a release other than the machine's own, a live test runs with the
+pinned Claude Code only (the newest qualified release runs on the machine's tmux), and a test marked
+``one_tmux_release`` (a test of fabrikito's own logic that uses tmux as every other test does) runs on
+the machine's tmux only.  ``FABRIKITO_TEST_CLAUDE`` names the Claude Code releases to run (the portable
+pass runs the pinned one).
 """
 
 from __future__ import annotations
@@ -26,6 +31,29 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "tmux_releases: runs once on each tmux release of tests/tmuxreleases.py (3.3a, 3.5a, 3.8)"
     )
+    config.addinivalue_line(
+        "markers", "one_tmux_release: in a tmux_releases module, runs on the machine's own tmux release only"
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Leave out the matrix's cells that check nothing another cell does not (the module's docstring)."""
+    from fabrikito.offline import claude_setup  # after the environment is cut (imported by the live tier)
+
+    kept: list[pytest.Item] = []
+    left: list[pytest.Item] = []
+    for item in items:
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        release = params.get("tmux_release", tmuxreleases.SYSTEM_RELEASE)
+        other_tmux = release != tmuxreleases.SYSTEM_RELEASE
+        newer_claude = params.get("claude_binary", claude_setup.CLAUDE_VERSION) != claude_setup.CLAUDE_VERSION
+        if other_tmux and (newer_claude or item.get_closest_marker("one_tmux_release") is not None):
+            left.append(item)
+        else:
+            kept.append(item)
+    if left:
+        config.hook.pytest_deselected(items=left)
+        items[:] = kept
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

@@ -36,6 +36,10 @@ def _release_key(release: str) -> tuple[int, ...]:
 
 #: The live tier runs on the pinned release and on the newest the package has qualified.
 LIVE_RELEASES = sorted({claude_setup.CLAUDE_VERSION, max(QUALIFIED, key=_release_key)}, key=_release_key)
+_CHOSEN = [r.strip() for r in userenv.setting("FABRIKITO_TEST_CLAUDE").split(",") if r.strip()]
+if set(_CHOSEN) - set(LIVE_RELEASES):
+    raise pytest.UsageError(f"FABRIKITO_TEST_CLAUDE names {_CHOSEN}: the live releases are {LIVE_RELEASES}")
+LIVE_RELEASES = [r for r in LIVE_RELEASES if r in _CHOSEN] if _CHOSEN else LIVE_RELEASES
 
 
 @pytest.fixture(scope="session", params=LIVE_RELEASES)

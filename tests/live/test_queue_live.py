@@ -95,6 +95,9 @@ for i in range(n):
 """
 
 
+# The worker's order and exactly-once under 200 messages: fabrikito's own logic, its tmux use the same as
+# the other tests here, which run on every release; on the machine's tmux only (55 s a run).
+@pytest.mark.one_tmux_release
 def test_eight_senders_times_25_queued_behind_a_draft_arrive_once_each_in_each_senders_order(
     seat_factory: SeatFactory, standin: StandIn, tmux_server: Server, tmp_path: Path, workers: list[Path]
 ) -> None:
