@@ -328,6 +328,64 @@ print("### tried")
 """
 
 
+def test_up_resume_brings_a_killed_seat_back_on_its_host_with_its_own_conversation(
+    other_host: OtherHost, tmux_server: Server, claude_home: Path, standin: StandIn, tmp_path: Path
+) -> None:
+    """A seat on the other host is SIGKILLed; ``up --resume`` here resumes it there, from the conversation
+    record its host keeps, and leaves the seats still running (here and there) alone."""
+    binary = claude_setup.ensure_claude(env=userenv.tooling_env())
+    assert tmux_server.socket_name is not None
+    other_host.tmux_sockets.append(tmux_server.socket_name)
+    team = write_team(
+        tmp_path / "team" / "team.toml",
+        tmux_server,
+        binary,
+        standin,
+        other_host,
+        claude_home,
+        remote="fk-remote",
+        remote_binary=other_host.runnable(binary),
+    )
+    env = {"FABRIKITO_SSH_CONFIG": str(other_host.config)}
+    up = fabrikito("up", team=team, role=None, env=env, timeout=400)
+    assert up.returncode == 0, up.stdout + up.stderr
+    standin.wait_for_request("api", f"[from launcher] {KICKOFF}", 60)
+    second = "second turn: remember the word pelican"
+    assert fabrikito("say", "api", second, team=team, role=None, env=env, timeout=60).returncode == 0
+    standin.wait_for_request("api", second, 60)
+    wait_for(lambda: seats_of(team, env)["api"]["state"] == "idle", 60, "api idle", lambda: str(seats_of(team, env)))
+    before = seats_of(team, env)
+    conversation = before["api"]["conversation"]
+    assert isinstance(conversation, str) and len(conversation) == 36, before["api"]
+    record = other_host.home / ".local" / "state" / "fabrikito" / "teams" / "live" / ".state" / "live"
+    assert conversation in (record / "conversations" / "api.json").read_text(encoding="utf-8")  # kept on its host
+    assert not (team.parent / ".state" / "live" / "conversations" / "api.json").exists()
+
+    os.kill(before["api"]["pid"], 9)
+    wait_for(lambda: seats_of(team, env)["api"]["state"] in ("exited", "down"), 30, "api seen exited")
+    mark = standin.mark()
+    done = fabrikito("up", "--resume", team=team, role=None, env=env, timeout=400)
+    assert done.returncode == 0, done.stdout + done.stderr
+    there = [line for line in done.stdout.splitlines() if line.startswith("[fk-remote] ")]
+    assert [line for line in there if f"api: resuming its conversation {conversation} (restart 1)" in line], there
+    assert [line for line in there if "web: already up" in line], there
+    assert "em: already up" in done.stdout, done.stdout
+    request = standin.wait_for_request("api", "[from launcher] You were restarted at", 120, since=mark)
+    said = json.dumps(request.body.get("messages") if isinstance(request.body, dict) else None)
+    assert KICKOFF in said and second in said, said[:2000]  # the conversation resumed, on its host
+    after = seats_of(team, env)
+    assert (after["api"]["conversation"], after["api"]["restarts"]) == (conversation, 1)
+    for role in ("em", "web"):
+        assert after[role]["pid"] == before[role]["pid"]
+        assert not [r for r in standin.main_requests(role) if r.index >= mark]
+    # Stopped on purpose by down, the seat comes back resumed only when asked: --resume reaches its host.
+    assert fabrikito("down", "api", team=team, role=None, env=env, timeout=120).returncode == 0
+    again = fabrikito("up", "--resume", "api", team=team, role=None, env=env, timeout=400)
+    assert f"api: resuming its conversation {conversation} (restart 2)" in again.stdout, again.stdout + again.stderr
+    down = fabrikito("down", team=team, role=None, env=env, timeout=120)
+    assert down.returncode == 0, down.stdout + down.stderr
+
+
 def try_routes(host: OtherHost, standin: StandIn, tmux: Server, team: Path) -> None:
     """From inside the remote seat api (its Bash tool, as the host's user), every way round the routing."""
     script = host.home / "work" / "api" / "try_routes.py"

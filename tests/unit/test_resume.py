@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+import time
 import uuid
 from pathlib import Path
 
@@ -71,8 +72,8 @@ def test_a_first_start_is_fresh_with_an_id_fixed_in_advance(tmp_path: Path) -> N
     plan = resume.plan(team, seat(team, "api"), resume=None)
     assert plan.mode == resume.FRESH and plan.note == ""
     assert resume.UUID_RE.match(plan.id)
-    assert plan.claude_args() == ["--session-id", plan.id]
-    argv = seatfiles.seat_command(team, seat(team, "api"), plan.claude_args())
+    assert plan.agent_args("claude") == ["--session-id", plan.id]
+    argv = seatfiles.seat_command(team, seat(team, "api"), plan.agent_args("claude"))
     assert argv[-2:] == ["--session-id", plan.id]
 
 
@@ -97,7 +98,7 @@ def test_a_seat_gone_without_down_resumes_on_plain_up_and_counts_the_restart(tmp
     first = ran(team, "api")
     again = resume.plan(team, seat(team, "api"), resume=None)
     assert (again.mode, again.id, again.restarts, again.note) == (resume.RESUME, first.id, 1, "")
-    assert again.claude_args() == ["--resume", first.id]
+    assert again.agent_args("claude") == ["--resume", first.id]
     resume.started(team, seat(team, "api"), again)
     record, _ = resume.read_record(team, "api")
     assert record is not None and record.restarts == 1 and record.restarted > 0 and record.id == first.id
@@ -205,14 +206,84 @@ def test_another_release_starts_fresh(tmp_path: Path) -> None:
     )
 
 
-def test_other_agents_start_fresh_and_say_so(tmp_path: Path) -> None:
+def codex_rollout(s: Seat, conversation: str, *, folder: Path | None = None, at: float | None = None) -> Path:
+    """A Codex CLI 0.171.0 rollout's first line (measured): its session_meta."""
+    import datetime
+
+    when = datetime.datetime.fromtimestamp(time.time() if at is None else at, datetime.UTC)
+    day = Path(s.env["HOME"], ".codex", "sessions", when.strftime("%Y/%m/%d"))
+    day.mkdir(parents=True, exist_ok=True)
+    path = day / f"rollout-{when.strftime('%Y-%m-%dT%H-%M-%S')}-{conversation}.jsonl"
+    meta = {"id": conversation, "cwd": str(folder or s.cwd), "timestamp": when.isoformat().replace("+00:00", "Z")}
+    path.write_text(json.dumps({"type": "session_meta", "payload": meta}) + "\n", encoding="utf-8")
+    return path
+
+
+def gemini_chat(s: Seat, conversation: str, *, folder: Path | None = None, turn: bool = True) -> Path:
+    """A Gemini CLI 0.61.0 chat file (measured): a header with the session id, then the turns."""
+    project = Path(s.env["HOME"], ".gemini", "tmp", s.cwd.name)
+    (project / "chats").mkdir(parents=True, exist_ok=True)
+    (project / ".project_root").write_text(str(folder or s.cwd), encoding="utf-8")
+    path = project / "chats" / f"session-2026-12-03T06-17-{conversation[:8]}.jsonl"
+    lines: list[dict[str, object]] = [{"sessionId": conversation, "kind": "main"}]
+    if turn:
+        lines.append({"id": "x", "type": "user", "content": [{"text": "hi"}]})
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    return path
+
+
+def test_a_codex_seat_has_its_id_read_from_its_session_files_and_resumes_with_the_subcommand(
+    tmp_path: Path,
+) -> None:
     team = make_team(tmp_path, seat_extra='agent = "codex"\n')
     s = seat(team, "api")
     plan = resume.plan(team, s, resume=None)
-    assert plan.id == "" and plan.claude_args() == []
+    assert plan.id == "" and plan.agent_args("codex") == []  # Codex picks its own id
     resume.started(team, s, plan)
+    # Nothing written yet (killed before its first turn): fresh, and says why.
     again = resume.plan(team, s, resume=True)
-    assert again.mode == resume.FRESH and "Codex CLI conversations are not resumed" in again.note
+    assert again.mode == resume.FRESH and "Codex CLI holds no conversation begun in" in again.note, again.note
+    conversation = str(uuid.uuid4())
+    codex_rollout(s, str(uuid.uuid4()), folder=tmp_path)  # another folder's: never taken
+    codex_rollout(s, str(uuid.uuid4()), at=time.time() - 3600)  # older than the seat: never taken
+    codex_rollout(s, conversation)
+    assert resume.await_id(team, s, timeout=0) == (conversation, "")
+    record, _ = resume.read_record(team, "api")
+    assert record is not None and record.id == conversation
+    back = resume.plan(team, s, resume=True)
+    assert (back.mode, back.id, back.note) == (resume.RESUME, conversation, "")
+    argv = seatfiles.seat_command(team, s, back.agent_args("codex"))
+    assert argv[-2:] == ["resume", conversation]
+
+
+def test_a_codex_conversation_held_in_another_folder_or_gone_is_refused(tmp_path: Path) -> None:
+    team = make_team(tmp_path, seat_extra='agent = "codex"\n')
+    s = seat(team, "api")
+    conversation = str(uuid.uuid4())
+    record = resume.Conversation("acme", "api", str(s.cwd), "codex", "", conversation, time.time(), 0, "running")
+    resume.write_record(team, record)
+    gone = resume.plan(team, s, resume=True)
+    assert gone.mode == resume.FRESH and f"Codex CLI holds no conversation {conversation}" in gone.note
+    codex_rollout(s, conversation, folder=tmp_path)
+    moved = resume.plan(team, s, resume=True)
+    assert moved.mode == resume.FRESH and f"was held in {tmp_path}, not {s.cwd}: refused" in moved.note
+
+
+def test_a_gemini_seat_fixes_its_id_and_resumes_it_only_with_a_turn_kept_in_its_folder(tmp_path: Path) -> None:
+    team = make_team(tmp_path, seat_extra='agent = "gemini"\n')
+    s = seat(team, "api")
+    plan = resume.plan(team, s, resume=None)
+    assert resume.UUID_RE.match(plan.id) and plan.agent_args("gemini") == ["--session-id", plan.id]
+    assert seatfiles.seat_command(team, s, plan.agent_args("gemini"))[-2:] == ["--session-id", plan.id]
+    resume.started(team, s, plan)
+    assert "Gemini CLI holds no conversation" in resume.plan(team, s, resume=True).note
+    gemini_chat(s, plan.id, turn=False)  # written at start: no turn yet
+    assert "with a turn" in resume.plan(team, s, resume=True).note
+    gemini_chat(s, plan.id, folder=tmp_path)
+    assert f"was held in {tmp_path}" in resume.plan(team, s, resume=True).note
+    gemini_chat(s, plan.id)
+    back = resume.plan(team, s, resume=True)
+    assert (back.mode, back.note) == (resume.RESUME, "") and back.agent_args("gemini") == ["--resume", plan.id]
 
 
 def test_the_registry_naming_another_id_is_recorded_and_said(tmp_path: Path) -> None:

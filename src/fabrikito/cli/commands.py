@@ -156,14 +156,14 @@ def cmd_up(args: argparse.Namespace) -> int:
     report = check.run(team)
     for warning in report.warnings:
         _line(f"WARNING: {warning.message}")
+    resume = True if args.resume else None
     if team.across_hosts:
         from fabrikito.launch import multihost
 
-        return multihost.run_up(team, args.roles, out=_line, timeout=args.timeout)
+        return multihost.run_up(team, args.roles, out=_line, timeout=args.timeout, resume=resume)
     from fabrikito.cli import serverctl
 
     helpers = [serverctl.UP_HELPER]
-    resume = True if args.resume else None
     result = lifecycle.up(team, args.roles, out=_line, timeout=args.timeout, helpers=helpers, resume=resume)
     _line("")
     _line(status.render(status.collect(team)))

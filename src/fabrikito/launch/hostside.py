@@ -6,7 +6,7 @@ runs, through :mod:`fabrikito.base.ssh`::
     fabrikito _host version                      the release here
     fabrikito _host put TEAM --host DEST         stdin: the team file, shared prompt, the machines' secret hashes
     fabrikito _host peers TEAM                   stdin: the other hosts' secret hashes (team/routekeys.py)
-    fabrikito _host up TEAM [--timeout S] [ROLE...]
+    fabrikito _host up TEAM [--timeout S] [--resume] [ROLE...]
     fabrikito _host down TEAM [--close] [ROLE...]     --close: and end this host's ssh connections
     fabrikito _host status TEAM                  status --json of the seats here
     fabrikito _host log TEAM                     the host's messages.log, as it is
@@ -113,6 +113,7 @@ def main(argv: Sequence[str]) -> int:
     parser.add_argument("--sender")
     parser.add_argument("--timeout", type=float)
     parser.add_argument("--close", action="store_true")
+    parser.add_argument("--resume", action="store_true")
     args = parser.parse_intermixed_args(list(argv))
     if args.op == "version":
         from fabrikito import __version__
@@ -169,7 +170,9 @@ def main(argv: Sequence[str]) -> int:
         return code
     kwargs = {} if args.timeout is None else {"timeout": args.timeout}
     # The whole team, so each seat's roster lists every seat; only this host's are started.
-    result = lifecycle.up(team, roles or list(local.roles), out=_line, **kwargs)
+    # Each seat's conversation record is kept here, on the host that runs it, and resumed from here.
+    resume = True if args.resume else None
+    result = lifecycle.up(team, roles or list(local.roles), out=_line, resume=resume, **kwargs)
     for failed in result.failed:
         _line(f"{failed.role} did not come up: {failed.detail}")
     return result.exit_code

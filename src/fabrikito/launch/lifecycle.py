@@ -275,7 +275,7 @@ def _start(run: _Run, seat: Seat) -> _Waiting | None:
     args += ["-x", str(PANE_COLS), "-y", str(PANE_ROWS)]
     for key, value in seat_env(team, seat).items():
         args += ["-e", f"{key}={value}"]
-    args += ["--", *seat_command(team, seat, plan.claude_args() if seat.agent == "claude" else ())]
+    args += ["--", *seat_command(team, seat, plan.agent_args(seat.agent))]
     # In the same tmux call, so an agent that exits at once leaves its pane (and its reason) behind.
     args += [";", "set-option", "-w", "-t", f"={seat.session}:", "remain-on-exit", "on"]
     t0 = time.monotonic()
@@ -484,6 +484,10 @@ def _kickoff(run: _Run, w: _Waiting) -> None:
     outcome = msglog.Outcome.DELIVERED if ok else msglog.Outcome.NOT_DELIVERED
     log_error = _log(team, LAUNCHER, seat.role, outcome, text)
     write_launch(team, seat.role, LaunchRecord(w.pane, pid, "delivered" if ok else "failed", time.time(), ticks))
+    if ok and w.plan is not None and not w.plan.id:  # Codex CLI picks its conversation's id: read it now
+        found, why = conversations.await_id(team, seat)
+        if found or why:
+            run.progress(seat.role, f"its conversation is {found}" if found else f"{why}: it cannot be resumed")
     if ok:
         run.progress(seat.role, f"{what} delivered" + log_error)
         run.done(seat.role, Step.STARTED, f"{what} delivered" + log_error)

@@ -105,9 +105,10 @@ def hand_round(team: Team, dests: Sequence[str]) -> None:
 
 
 def up(
-    team: Team, roles: Sequence[str] | None, *, out: Callable[[str], None], timeout: float
+    team: Team, roles: Sequence[str] | None, *, out: Callable[[str], None], timeout: float, resume: bool | None = None
 ) -> dict[str, tuple[Seat, str]]:
-    """Bring up the seats on every other host; returns the seats that failed, with why."""
+    """Bring up the seats on every other host (``resume``: with ``--resume``); returns the seats that failed,
+    with why."""
 
     failed: dict[str, tuple[Seat, str]] = {}
     lock = threading.Lock()
@@ -122,7 +123,7 @@ def up(
             check_version(team, dest)
             copy_team(team, dest)
             say(f"fabrikito {__version__} there; the team file and shared prompt copied")
-            argv = ["_host", "up", team.name, "--timeout", f"{timeout:g}", *chosen]
+            argv = ["_host", "up", team.name, "--timeout", f"{timeout:g}", *(["--resume"] if resume else []), *chosen]
             lines = _Lines(say)
             answer = hosts.host(team, dest).run(argv, timeout=timeout + 120, on_out=lines.feed)
             lines.feed(b"\n")
@@ -239,6 +240,8 @@ def _host_status(team: Team, dest: str, seats: list[Seat]) -> list[status.SeatSt
                 release=row.get("release"),
                 qualified=row.get("qualified"),
                 host=dest,
+                conversation=row.get("conversation"),  # the record its host keeps
+                restarts=int(row.get("restarts") or 0),
             )
         )
     return result
@@ -273,16 +276,20 @@ def _split(team: Team, roles: Sequence[str] | None) -> tuple[Team, list[str] | N
     return local, mine or None, wanted
 
 
-def run_up(team: Team, roles: Sequence[str] | None, *, out: Callable[[str], None], timeout: float) -> int:
-    """``up`` for a team across hosts: this machine's seats and every host's at once, then the status table."""
+def run_up(
+    team: Team, roles: Sequence[str] | None, *, out: Callable[[str], None], timeout: float, resume: bool | None = None
+) -> int:
+    """``up`` for a team across hosts: this machine's seats and every host's at once, then the status table.
+    ``resume`` as for :func:`fabrikito.launch.lifecycle.up`: each host resumes its own seats from the
+    conversation records it keeps (``_host up --resume``)."""
     from fabrikito.launch import lifecycle
 
     local, mine, wanted = _split(team, roles)
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="hosts") as pool:
-        elsewhere = pool.submit(up, team, roles, out=out, timeout=timeout)
+        elsewhere = pool.submit(up, team, roles, out=out, timeout=timeout, resume=resume)
         # The whole team, so each seat's roster lists every seat; only this machine's are started.
         here = mine or list(local.roles)
-        result = lifecycle.up(team, here, out=out, timeout=timeout) if wanted else None
+        result = lifecycle.up(team, here, out=out, timeout=timeout, resume=resume) if wanted else None
         failed = elsewhere.result()
     out("")
     out(status.render(collect(team)))

@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 from fabrikito.base.errors import FabrikitoError
@@ -66,7 +67,7 @@ def trusted_folders(cwd: Path) -> list[Path]:
     return folders
 
 
-def codex_argv(team: Team, seat: Seat, prompt: str) -> list[str]:
+def codex_argv(team: Team, seat: Seat, prompt: str, conversation: Sequence[str] = ()) -> list[str]:
     projects = ", ".join(f'{toml_string(str(p))}={{trust_level="trusted"}}' for p in trusted_folders(seat.cwd))
     return [
         *command_for(team, seat),
@@ -78,6 +79,7 @@ def codex_argv(team: Team, seat: Seat, prompt: str) -> list[str]:
         "-c",
         f"developer_instructions={toml_string(prompt)}",
         *seat.args,
+        *conversation,  # `resume <id>`: a subcommand, after every option of the program's own
     ]
 
 
@@ -89,16 +91,17 @@ def gemini_prompt_text(seat: Seat, prompt: str) -> str:
     return GEMINI_MARK.format(role=seat.role) + "\n\n" + prompt
 
 
-def gemini_argv(team: Team, seat: Seat) -> list[str]:
-    return [*command_for(team, seat), "--skip-trust", *seat.args]
+def gemini_argv(team: Team, seat: Seat, conversation: Sequence[str] = ()) -> list[str]:
+    return [*command_for(team, seat), "--skip-trust", *seat.args, *conversation]
 
 
-def argv(team: Team, seat: Seat, prompt: str) -> list[str]:
-    """The agent's argv for a seat that is not Claude Code."""
+def argv(team: Team, seat: Seat, prompt: str, conversation: Sequence[str] = ()) -> list[str]:
+    """The agent's argv for a seat that is not Claude Code; ``conversation``: its options that fix or resume
+    its conversation (Gemini's ``--session-id``/``--resume``, Codex's ``resume <id>``)."""
     if seat.agent == "codex":
-        return codex_argv(team, seat, prompt)
+        return codex_argv(team, seat, prompt, conversation)
     if seat.agent == "gemini":
-        return gemini_argv(team, seat)
+        return gemini_argv(team, seat, conversation)
     raise ValueError(f"no command line for agent kind {seat.agent!r}")
 
 

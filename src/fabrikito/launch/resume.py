@@ -7,13 +7,16 @@ running (``up`` started it) or was stopped on purpose (``down``).  It also names
 the seat it belongs to (team, role, folder, agent), so a record copied or edited
 to point at another seat's conversation is refused, never resumed.
 
-Claude Code is started with ``--session-id <uuid>`` (a fresh id fabrikito picks,
-then checks against the ``sessionId`` of its session registry) and comes back with
-``--resume <id>``.  Before resuming, Claude Code's own transcript of that id is
-read: it must exist and must have been held in this seat's folder under this
-seat's session name (measured: Claude Code 2.1.316 resumes an id from any folder,
-so this check is fabrikito's).  Codex CLI and Gemini CLI seats start fresh and
-say so (docs/decisions/0032-resume-other-agents.md).
+How an agent's conversation is fixed at start and resumed is data of its kind
+(``team/agents.py``: ``Conversations``): Claude Code and Gemini CLI are started with
+``--session-id <uuid>`` (a fresh id fabrikito picks; Claude Code's is checked against
+the ``sessionId`` of its session registry) and come back with ``--resume <id>``;
+Codex CLI picks its own id, which is read from its session files once the first turn
+is sent (after the kickoff, or at the latest when the seat is to be resumed), and comes
+back with ``codex … resume <id>``.  Before resuming, the agent's own record of that id
+is read (``launch/transcripts.py``): it must exist and must have been held in this
+seat's folder (measured: Claude Code 2.1.316 resumes an id from any folder, so this
+check is fabrikito's).
 
 Whatever cannot be resumed (no record, a damaged one, another seat's, a
 different release, a transcript that is gone) starts fresh with a new id, and
@@ -41,7 +44,7 @@ UP_LOCK = "up.lock"
 RUNNING, STOPPED = "running", "stopped"
 RESUME, FRESH = "resume", "fresh"
 UUID_RE = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\Z")
-TRANSCRIPT_HEAD = 1 << 18  # the transcript's first lines name its folder and session
+CODEX_ID_WAIT = 5.0  # seconds up waits, after the kickoff, for Codex CLI to write its session file
 
 
 class TeamStarting(FabrikitoError):
@@ -77,10 +80,14 @@ class Plan:
     def resumed(self) -> bool:
         return self.mode == RESUME
 
-    def claude_args(self) -> list[str]:
-        if not self.id:
+    def agent_args(self, agent: str) -> list[str]:
+        """The agent's own options for this plan (``[]`` when it has none, or no id is known yet)."""
+        from fabrikito.team.agents import kind
+
+        given = kind(agent).conversations
+        if not self.id or given is None:
             return []
-        return ["--resume", self.id] if self.resumed else ["--session-id", self.id]
+        return [arg.replace("{id}", self.id) for arg in (given.resume if self.resumed else given.fixed)]
 
 
 def records_dir(team: Team) -> Path:
@@ -203,14 +210,22 @@ def plan(team: Team, seat: Seat, *, resume: bool | None, now: float | None = Non
     ``None`` (plain ``up``) only one whose seat was running and is gone (a crash, a reboot)."""
     import uuid
 
+    from fabrikito.team.agents import kind
+
     at = time.time() if now is None else now
     release = current_release(team, seat) or ""
-    fresh = Plan(FRESH, str(uuid.uuid4()) if seat.agent == "claude" else "", "", 0, release, at)
+    given = kind(seat.agent).conversations
+    fresh = Plan(FRESH, str(uuid.uuid4()) if given is not None and given.fixed else "", "", 0, release, at)
     record, problem = read_record(team, seat.role)
     if problem:
         return replace(fresh, note=f"{problem}: started fresh (remove the file if it stays so)")
     if record is None or not (resume or (resume is None and record.state == RUNNING)):
         return fresh
+    if not record.id and given is not None and not given.fixed and _identity(team, seat) == _record_identity(record):
+        found, why = learn_id(team, seat, record)
+        if not found:
+            return replace(fresh, note=f"{why}: started fresh")
+        record = replace(record, id=found)
     why = refusal(team, seat, record, release)
     if why:
         return replace(fresh, note=f"{why}: started fresh")
@@ -219,73 +234,66 @@ def plan(team: Team, seat: Seat, *, resume: bool | None, now: float | None = Non
 
 def refusal(team: Team, seat: Seat, record: Conversation, release: str) -> str:
     """Why ``record`` cannot be resumed for ``seat`` (``""``: it can)."""
-    mine = _identity(team, seat)
-    theirs = (record.team, record.role, record.folder, record.agent)
+    from fabrikito.launch import transcripts
+    from fabrikito.team.agents import kind
+
+    mine, theirs = _identity(team, seat), _record_identity(record)
     if theirs != mine:
         names = ("team", "role", "folder", "agent")
         diff = ", ".join(f"{n} {t!r} (this seat: {m!r})" for n, t, m in zip(names, theirs, mine, strict=True) if t != m)
         return f"its conversation record names another seat ({diff}): refused"
-    if seat.agent != "claude":
-        from fabrikito.team.agents import kind
-
-        return f"{kind(seat.agent).display} conversations are not resumed by fabrikito (measured offline)"
+    agent = kind(seat.agent)
+    if agent.conversations is None:
+        return f"{agent.display} conversations are not resumed by fabrikito"
     if not UUID_RE.match(record.id):
         return f"its conversation record holds no conversation id ({record.id!r})"
     if record.release and release and record.release != release:
-        return f"its conversation was held by Claude Code {record.release}, and the seat now runs {release}"
+        return f"its conversation was held by {agent.display} {record.release}, and the seat now runs {release}"
     for other in team.seats:
         if other.role != seat.role:
             theirs_record, _ = read_record(team, other.role)
             if theirs_record is not None and theirs_record.id == record.id:
                 return f"conversation {record.id} is recorded for seat {other.role} too: refused"
-    return transcript_refusal(seat, record.id)
+    return transcripts.refusal(seat, record.id)
 
 
-def transcript_refusal(seat: Seat, conversation: str) -> str:
-    """Claude Code's own transcript of ``conversation``: it must be there, held in this seat's folder
-    under this seat's session name; ``""`` when it is, else why not."""
-    from fabrikito.base import procs
-
-    environ = {k: v for k, v in os.environ.items() if k in ("HOME", "CLAUDE_CONFIG_DIR")}
-    environ.update({k: v for k, v in seat.env.items() if k in ("HOME", "CLAUDE_CONFIG_DIR")})
-    config = procs.claude_config_dir(environ)
-    if config is None:
-        return "no HOME to find Claude Code's conversations in"
-    found = sorted(Path(config, "projects").glob(f"*/{conversation}.jsonl"))
-    if not found:
-        return f"Claude Code holds no conversation {conversation} in {config}/projects (gone, or never begun)"
-    folder, name = _transcript_head(found[0])
-    if folder is None:  # measured: killed before its first turn was written, only the title lines are there
-        return f"conversation {conversation} holds no turn yet (the seat stopped before its first one was kept)"
-    if folder != str(seat.cwd):
-        return f"conversation {conversation} was held in {folder}, not {seat.cwd}: refused"
-    if name is not None and name != seat.session:
-        return f"conversation {conversation} belongs to session {name!r}, not {seat.session!r}: refused"
-    return ""
+def _record_identity(record: Conversation) -> tuple[str, str, str, str]:
+    return (record.team, record.role, record.folder, record.agent)
 
 
-def _transcript_head(path: Path) -> tuple[str | None, str | None]:
-    """The folder (``cwd``) and session name (``agentName``) the transcript's first lines give."""
-    try:
-        with open(path, "rb") as f:
-            head = f.read(TRANSCRIPT_HEAD)
-    except OSError:
-        return None, None
-    folder = name = None
-    for line in head.splitlines():
-        try:
-            entry = json.loads(line)
-        except ValueError:
-            continue
-        if not isinstance(entry, dict):
-            continue
-        if name is None and entry.get("type") == "agent-name" and isinstance(entry.get("agentName"), str):
-            name = entry["agentName"]
-        if folder is None and isinstance(entry.get("cwd"), str):
-            folder = entry["cwd"]
-        if folder is not None and name is not None:
-            break
-    return folder, name
+def learn_id(team: Team, seat: Seat, record: Conversation | None = None) -> tuple[str, str]:
+    """A Codex CLI seat's conversation id, read from its session files (the agent picks it) and recorded:
+    ``(id, "")``, or ``("", why not)``.  ``record``: the seat's, when already read."""
+    from fabrikito.launch import transcripts
+
+    if record is None:
+        record, _ = read_record(team, seat.role)
+    if record is None:
+        return "", "no conversation record"
+    if record.id:
+        return record.id, ""
+    taken = [r.id for r in (read_record(team, o.role)[0] for o in team.seats if o.role != seat.role) if r and r.id]
+    found, why = transcripts.codex_conversation(seat, record.started, taken)
+    if found:
+        with contextlib.suppress(OSError, FabrikitoError):
+            write_record(team, replace(record, id=found))
+    return found, why
+
+
+def await_id(team: Team, seat: Seat, *, timeout: float = CODEX_ID_WAIT) -> tuple[str, str]:
+    """After a seat's first turn was sent: its conversation id once its agent has written it (Codex CLI picks
+    its own; for the others it was fixed at start), within ``timeout`` seconds."""
+    from fabrikito.team.agents import kind
+
+    given = kind(seat.agent).conversations
+    if given is None or given.fixed:
+        return "", ""
+    deadline = time.monotonic() + timeout
+    while True:
+        found, why = learn_id(team, seat)
+        if found or time.monotonic() >= deadline:
+            return found, why
+        time.sleep(0.1)
 
 
 def current_release(team: Team, seat: Seat) -> str | None:

@@ -273,11 +273,13 @@ def seat_prompt(team: Team, seat: Seat) -> str:
 
 
 def seat_command(team: Team, seat: Seat, conversation: Sequence[str] = ()) -> list[str]:
-    """The argv of the seat's pane; ``conversation``: Claude Code's ``--session-id``/``--resume`` options."""
+    """The argv of the seat's pane; ``conversation``: the agent's options that fix or resume its conversation
+    (``Plan.agent_args``)."""
     if seat.agent != "claude":
         from fabrikito.launch import otherseat
 
-        return ["/bin/sh", "-c", _STRIP_SCRIPT, SEAT_ARGV0, *otherseat.argv(team, seat, seat_prompt(team, seat))]
+        argv = otherseat.argv(team, seat, seat_prompt(team, seat), conversation)
+        return ["/bin/sh", "-c", _STRIP_SCRIPT, SEAT_ARGV0, *argv]
     argv = [*command_for(team, seat), "--settings", str(settings_path(team, seat.role)), "-n", seat.session]
     if seat.permission_mode is not None:
         argv += ["--permission-mode", seat.permission_mode]

@@ -5,7 +5,8 @@ program it runs by default, how its process is told apart in a pane (the
 program's name, or the npm package a ``node`` script belongs to) and where its
 release is written, which file it reads its standing instructions from,
 whether it has the ``SendMessage`` hook, how long ``say`` waits between the
-paste and the Enter, and what an Enter does while it is busy.
+paste and the Enter, what an Enter does while it is busy, and how its
+conversation is fixed at start and resumed.
 
 What was measured (``../shared/other-agents/README.md``):
 
@@ -48,6 +49,15 @@ if TYPE_CHECKING:  # what this module reads of a team file's seat and team, so t
 
 
 @frozen
+class Conversations:
+    """How an agent's conversation is fixed at start and resumed: arguments with ``{id}`` in them, added
+    after the seat's own (measured offline; docs/decisions/resume-codex-gemini.md)."""
+
+    fixed: tuple[str, ...]  # start a new conversation with this id; () when the agent picks it (read after)
+    resume: tuple[str, ...]  # resume conversation {id}
+
+
+@frozen
 class AgentKind:
     name: str  # as the team file names it: agent = "codex"
     display: str  # for people
@@ -59,6 +69,7 @@ class AgentKind:
     enter_delay: float  # seconds between the message's paste and the Enter
     busy_enter: str  # what an Enter does while a turn runs, for people
     deliver_while_busy: bool  # whether say may submit while a turn runs (the agent queues it itself)
+    conversations: Conversations | None = None  # None: never resumed by fabrikito
 
 
 CLAUDE = AgentKind(
@@ -72,6 +83,7 @@ CLAUDE = AgentKind(
     enter_delay=0.0,
     busy_enter="queued by Claude Code and given to the agent when its turn ends",
     deliver_while_busy=True,
+    conversations=Conversations(("--session-id", "{id}"), ("--resume", "{id}")),
 )
 CODEX = AgentKind(
     name="codex",
@@ -84,6 +96,8 @@ CODEX = AgentKind(
     enter_delay=0.1,
     busy_enter="sent at once as a correction of the running turn (the reply being written is dropped)",
     deliver_while_busy=False,
+    # No option fixes a new session's id: it is read from $CODEX_HOME/sessions/ once the first turn is sent.
+    conversations=Conversations((), ("resume", "{id}")),
 )
 GEMINI = AgentKind(
     name="gemini",
@@ -96,6 +110,7 @@ GEMINI = AgentKind(
     enter_delay=0.5,
     busy_enter="queued by Gemini CLI and given to the agent when its turn ends (its busy screen is not typable)",
     deliver_while_busy=False,
+    conversations=Conversations(("--session-id", "{id}"), ("--resume", "{id}")),
 )
 
 KINDS: Mapping[str, AgentKind] = {k.name: k for k in (CLAUDE, CODEX, GEMINI)}
