@@ -17,7 +17,13 @@ Per seat count, the median of ``BENCH_RUNS`` interleaved rounds:
   started (a logging ``tmux`` shim first on ``PATH``) and its peak RSS;
 * ``status.collect`` in-process: CPU time (user + system) per call;
 * a delivery worker round with a message queued for every seat, in-process:
-  CPU per round (each seat's box is refused or held, so nothing is typed).
+  CPU per round (each seat's box is refused or held, so nothing is typed);
+* a watcher round (``watch/watcher.py``), in-process: CPU of the first round
+  and the median of the rounds after it (screens unchanged, as between most
+  rounds of a team at work);
+* the resident memory (``VmRSS``, and its peak ``VmHWM``) of the delivery
+  worker, the command server and the watcher, each a process of its own as
+  ``up`` starts them.
 
 Writes the "seats" section of docs/benchmarks.md.
 """
@@ -42,9 +48,10 @@ from bench.report import fabrikito_cli, write_section  # noqa: E402
 
 from fabrikito.base.tmux import Server  # noqa: E402
 from fabrikito.cli import serverctl  # noqa: E402
-from fabrikito.delivery import worker  # noqa: E402
-from fabrikito.launch import status  # noqa: E402
+from fabrikito.delivery import worker, workerstate  # noqa: E402
+from fabrikito.launch import status, watcherproc  # noqa: E402
 from fabrikito.team import teamfile  # noqa: E402
+from fabrikito.watch.watcher import Watcher  # noqa: E402
 
 COUNTS = [int(c) for c in os.environ.get("BENCH_COUNTS", "12,25,50,100").split(",")]
 RUNS = int(os.environ.get("BENCH_RUNS", "7"))
@@ -132,6 +139,30 @@ def worker_round_cpu(team: teamfile.Team) -> float:
     return cpu() - before
 
 
+def watcher_round_cpus(team: teamfile.Team) -> tuple[float, float]:
+    """CPU of a watcher's first round, and the median of the rounds after it (in-process)."""
+    watcher = Watcher(team)
+    spent = []
+    for _ in range(RUNS + 1):
+        before = cpu()
+        watcher.round()
+        spent.append(cpu() - before)
+    watcher.notifier.close()
+    return spent[0], statistics.median(spent[1:])
+
+
+def rss_mb(pid: int | None) -> str:
+    """``VmRSS`` (peak ``VmHWM``) of a process, in MB; ``-`` when it is not there."""
+    if pid is None:
+        return "-"
+    try:
+        rows = dict(row.split(":", 1) for row in Path(f"/proc/{pid}/status").read_text().splitlines() if ":" in row)
+    except OSError:
+        return "-"
+    now, peak = (int(rows[key].split()[0]) / 1024 for key in ("VmRSS", "VmHWM"))
+    return f"{now:.0f} ({peak:.0f})"
+
+
 def queue_one_each(cli: list[str], team: Path, env: dict[str, str]) -> int:
     queued = 0
     for seat in teamfile.load(team).seats:
@@ -185,12 +216,22 @@ def main() -> None:
                 worker.stop(team)  # its background worker: the rounds are timed here, alone
                 for _ in range(RUNS):
                     rounds.append(worker_round_cpu(team))
+                first_watch, watch_round = watcher_round_cpus(team)
                 served_env = {k: v for k, v in env.items() if k != "FABRIKITO_SERVER"}
                 serverctl.ensure_running(team, env=served_env)  # as up leaves it: status handed to it
+                time.sleep(0.5)  # its first reading (cli/server.py: warm)
                 served = []
                 for _ in range(RUNS):
                     served.append(run_status(cli, path, served_env)[0])
                     bares.append(bare(env))
+                queue_one_each(cli, path, served_env)  # the worker again, a process of its own
+                watcherproc.ensure_running(team, env=served_env)
+                time.sleep(3.0)  # a few of the worker's and the watcher's rounds
+                helpers = (
+                    f"{rss_mb(workerstate.read_info(team).pid)} | {rss_mb(serverctl.running_pid(path))} | "
+                    f"{rss_mb(watcherproc.info(team).pid)}"
+                )
+                watcherproc.stop(team)
                 serverctl.stop(team)
                 wall, floor = statistics.median(walls), statistics.median(bares)
                 by_server = statistics.median(served)
@@ -198,7 +239,7 @@ def main() -> None:
                     f"| {count} | {wall * 1000:.0f} ms | {wall / floor:.2f}x | {by_server * 1000:.0f} ms | "
                     f"**{by_server / floor:.2f}x** | {calls} | {rss / 1024:.0f} MB | "
                     f"{statistics.median(cpus) * 1000:.1f} ms | {statistics.median(rounds) * 1000:.1f} ms "
-                    f"({queued} queued) |"
+                    f"({queued} queued) | {watch_round * 1000:.1f} ms (first {first_watch * 1000:.1f}) | {helpers} |"
                 )
                 rows.append(row)
                 print(row, flush=True)
@@ -217,7 +258,8 @@ def main() -> None:
         "entry, so `status` and the worker read tmux, /proc, the registry and the screens as they do for real "
         f"seats. Median of {RUNS} interleaved rounds; load average at the end {load:.1f}.\n\n"
         "| seats | `status` (own process) | / bare start | `status` (served) | / bare start | tmux calls | "
-        "peak RSS (own process) | `status.collect` CPU | worker round CPU |\n|---|---|---|---|---|---|---|---|---|\n"
+        "peak RSS (own process) | `status.collect` CPU | worker round CPU | watcher round CPU | "
+        "RSS MB (peak): worker | command server | watcher |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n"
         + "\n".join(rows)
         + "\n\n"
         "Goals (issue 26): `status` <= 2 tmux calls and <= 3x a bare start at 50 seats; a worker round under "

@@ -179,6 +179,28 @@ class CommandServer:
         finally:
             signal.pthread_sigmask(signal.SIG_SETMASK, held)
 
+    def warm(self) -> None:
+        """Read the team once as ``status`` does (read-only, its output dropped), so what a first reading
+        fills (the recognisers made, the team file parsed, the screens recognised) is there in every
+        child: a forked ``status`` of one seat took 6.0 ms cold, 3.9 ms warm (docs/decisions/0034).
+        A failure here only leaves the children cold."""
+        from fabrikito.base.tmuxcontrol import Controlled
+        from fabrikito.launch import status
+        from fabrikito.team import teamfile
+
+        try:
+            team = teamfile.load(self.team_path)
+            tmux = team.server()
+            control = self.control
+            if control is not None and control.broken is None and control.flags == tmux.server_flags:
+                tmux = Controlled.over(tmux, control)
+            if not team.across_hosts:
+                status.collect(team, server=tmux)
+        except Exception:  # a cold child is slower, not wrong
+            traceback.print_exc()
+        gc.collect()
+        gc.freeze()
+
     def _sessions_besides_its_own(self) -> bool:
         """Whether the team's tmux server has a session but the control client's (which keeps the tmux
         server running: when the seats are gone the server ends, and its client's session with it)."""
@@ -451,7 +473,10 @@ def _tmux_socket(team_path: Path) -> str | None:
 
 
 def _preload() -> None:
-    """Import what the commands it runs import, once, before any is asked for."""
+    """Import what the commands it runs import, once, before any is asked for: each module one of its
+    children imports is imported again by the next (``status`` imported six, the recogniser of the
+    release its seats run among them, measured by tests/unit/test_server_preload.py)."""
+    import fabrikito.base.rotate
     import fabrikito.base.text
     import fabrikito.cli.commands
     import fabrikito.cli.fastargs
@@ -461,8 +486,17 @@ def _preload() -> None:
     import fabrikito.delivery.identity
     import fabrikito.delivery.queue
     import fabrikito.delivery.say
+    import fabrikito.launch.resume
     import fabrikito.launch.status
-    import fabrikito.screen.releases  # noqa: F401
+    import fabrikito.launch.watcherproc
+    import fabrikito.log.seek
+    import fabrikito.screen.ansi
+    import fabrikito.screen.releases
+    import fabrikito.screen.startup  # noqa: F401
+    from fabrikito.screen import releases
+
+    for dialect in releases.DIALECTS:
+        releases.make(dialect, "0")  # imports each packaged recogniser's module
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -488,6 +522,7 @@ def main(argv: list[str] | None = None) -> int:
         server.wake = _wake_on_signals(server)
         os.pwrite(fd, f"{os.getpid()} {procs.info(os.getpid()).start_ticks}\n".encode(), 0)  # listening: ready
         server.connect()  # after: up does not wait for it (commands asked meanwhile wait)
+        server.warm()
         _loop(server)
     except _Stop:
         pass
