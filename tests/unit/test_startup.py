@@ -23,7 +23,7 @@ from fabrikito.cli import argparsing
 HEAVY = {
     "dataclasses",  # imports inspect, ast, dis, tokenize: about 10 ms (base.values.frozen instead)
     "inspect",
-    "typing",  # imported for mypy only (TYPE_CHECKING = False)
+    "typing",  # imported for mypy only (fabrikito.TYPE_CHECKING is False)
     "subprocess",  # base.tmux runs tmux through posix_spawnp
     "shutil",  # argparse imports it for the terminal width; cli.argparsing.HelpFormatter reads it itself
     "locale",  # argparse's gettext lookups, skipped when there are no translations

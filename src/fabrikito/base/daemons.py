@@ -12,10 +12,10 @@ import fcntl
 import os
 import time
 
+from fabrikito import TYPE_CHECKING
 from fabrikito.base import statedir
 from fabrikito.base.errors import StateFileError
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy knows the name)
 if TYPE_CHECKING:  # status reads whether the worker runs: it imports neither subprocess nor signal
     import subprocess
     from collections.abc import Callable, Mapping, Sequence

@@ -8,7 +8,8 @@ what, and what to do about it.  ``HostError``, which names an ssh
 
 from __future__ import annotations
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy knows the name)
+from fabrikito import TYPE_CHECKING
+
 if TYPE_CHECKING:  # every command imports this module: neither costs them anything at run time
     from collections.abc import Sequence
 

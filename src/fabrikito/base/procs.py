@@ -12,10 +12,10 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
+from fabrikito import TYPE_CHECKING
 from fabrikito.base import hostos
 from fabrikito.base.hostos import ProcessGone, ProcessUnreadable, ProcInfo
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy knows the name)
 if TYPE_CHECKING:
     from pathlib import Path
 

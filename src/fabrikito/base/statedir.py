@@ -17,9 +17,9 @@ import errno
 import os
 import stat
 
+from fabrikito import TYPE_CHECKING
 from fabrikito.base.errors import StateFileError
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy knows the name)
 if TYPE_CHECKING:
     from pathlib import Path
     from typing import TypeVar

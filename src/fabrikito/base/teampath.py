@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import os
 
-TYPE_CHECKING = False  # the served command's asker imports this: nothing more than os
+from fabrikito import TYPE_CHECKING
+
 if TYPE_CHECKING:
     from collections.abc import Mapping
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy knows the name)
+from fabrikito import TYPE_CHECKING
+
 if TYPE_CHECKING:
     from pathlib import Path
 

@@ -20,10 +20,10 @@ from __future__ import annotations
 import os
 import sys
 
+from fabrikito import TYPE_CHECKING
 from fabrikito.base.errors import FabrikitoError, print_error
 from fabrikito.cli.invocation import Invocation
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy knows the name)
 if TYPE_CHECKING:
     import argparse
     from collections.abc import Callable, Sequence

@@ -14,9 +14,9 @@ import argparse
 import os
 import sys
 
+from fabrikito import TYPE_CHECKING
 from fabrikito.base.errors import print_error
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy knows the name)
 if TYPE_CHECKING:
     from typing import NoReturn
 

@@ -23,7 +23,8 @@ from __future__ import annotations
 import os
 import sys
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy knows the name)
+from fabrikito import TYPE_CHECKING
+
 if TYPE_CHECKING:
     from typing import TextIO
 

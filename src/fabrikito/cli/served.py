@@ -32,9 +32,9 @@ import sys
 import time
 import traceback
 
+from fabrikito import TYPE_CHECKING
 from fabrikito.cli import wire
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy knows the name)
 if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import TextIO

@@ -16,12 +16,12 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from fabrikito import TYPE_CHECKING
 from fabrikito.base import daemons, procs, statedir
 from fabrikito.base.errors import FabrikitoError
 from fabrikito.cli import wire
 from fabrikito.team.teamfile import Team
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy knows the name)
 if TYPE_CHECKING:
     from fabrikito.base.tmuxcontrol import Control
 

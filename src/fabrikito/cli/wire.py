@@ -47,9 +47,9 @@ import os
 import sys
 import time
 
+from fabrikito import TYPE_CHECKING
 from fabrikito.base import hostos, teampath
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy knows the name)
 if TYPE_CHECKING:
     import signal as _signal  # the same functions and numbers; its stubs are the typed ones
 else:

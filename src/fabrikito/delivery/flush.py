@@ -19,6 +19,7 @@ import json
 import os
 from collections.abc import Callable
 
+from fabrikito import TYPE_CHECKING
 from fabrikito.base import statedir
 from fabrikito.base.errors import FabrikitoError, StateFileError, TmuxError
 from fabrikito.base.tmux import Server
@@ -31,7 +32,6 @@ from fabrikito.log import msglog
 from fabrikito.screen import ScreenState, Verdict
 from fabrikito.team.teamfile import Seat, Team
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy knows the name)
 if TYPE_CHECKING:
     from typing import Any
 

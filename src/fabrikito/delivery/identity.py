@@ -27,10 +27,10 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 
+from fabrikito import TYPE_CHECKING
 from fabrikito.base import procs
 from fabrikito.base.errors import FabrikitoError
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy knows the name)
 if TYPE_CHECKING:
     from fabrikito.base.tmux import Server
     from fabrikito.delivery.seatpane import PaneRow

@@ -41,6 +41,7 @@ from contextlib import contextmanager
 from enum import StrEnum
 from pathlib import Path
 
+from fabrikito import TYPE_CHECKING
 from fabrikito.base import statedir, values
 from fabrikito.base.errors import FabrikitoError, StateFileError, UsageError
 from fabrikito.base.values import frozen
@@ -48,7 +49,6 @@ from fabrikito.delivery import workerstate
 from fabrikito.log import msglog
 from fabrikito.team.teamfile import Team
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy knows the name)
 if TYPE_CHECKING:
     from fabrikito.delivery.engine import Delivery
 

@@ -11,12 +11,12 @@ import os
 import time
 from collections.abc import Callable
 
+from fabrikito import TYPE_CHECKING
 from fabrikito.base.errors import UsageError
 from fabrikito.base.values import frozen
 from fabrikito.delivery import workerstate
 from fabrikito.team.teamfile import Team
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy knows the name)
 if TYPE_CHECKING:
     from typing import Any
 

@@ -20,12 +20,12 @@ import time
 from enum import StrEnum
 from pathlib import Path
 
+from fabrikito import TYPE_CHECKING
 from fabrikito.base import statedir
 from fabrikito.base.errors import StateFileError
 from fabrikito.base.values import frozen
 from fabrikito.log.msglog import escape_field, local_time
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy knows the name)
 if TYPE_CHECKING:
     from typing import Any
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
+from fabrikito import TYPE_CHECKING
 from fabrikito.base import statedir
 from fabrikito.base.errors import FabrikitoError, StateFileError, UsageError
 from fabrikito.base.tmux import Pending, Server
@@ -40,7 +41,6 @@ from fabrikito.log import msglog
 from fabrikito.team.hosts import here_of
 from fabrikito.team.teamfile import Team
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy knows the name)
 if TYPE_CHECKING:
     from typing import TextIO
 

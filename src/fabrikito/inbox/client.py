@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Mapping
 from enum import StrEnum
 
+from fabrikito import TYPE_CHECKING
 from fabrikito.base.text import refusal_for
 from fabrikito.base.values import frozen
 from fabrikito.inbox import protocol
@@ -36,7 +37,6 @@ from fabrikito.inbox.sessions import (
     resolve,
 )
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy knows the name)
 if TYPE_CHECKING:
     from typing import Any
 

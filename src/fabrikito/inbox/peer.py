@@ -41,12 +41,12 @@ import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from fabrikito import TYPE_CHECKING
 from fabrikito.base import procs
 from fabrikito.base.values import frozen
 from fabrikito.delivery.identity import MAX_WALK, SESSION_PREFIX, UNVERIFIED, message_sender_ok
 from fabrikito.team.teamfile import Team
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy knows the name)
 if TYPE_CHECKING:
     from fabrikito.delivery.seatpane import PaneRow
 

@@ -40,9 +40,9 @@ from __future__ import annotations
 
 import json
 
+from fabrikito import TYPE_CHECKING
 from fabrikito.base.values import field, frozen
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy knows the name)
 if TYPE_CHECKING:
     from typing import Any
 

@@ -40,9 +40,9 @@ import os
 import sys
 import time
 
+from fabrikito import TYPE_CHECKING
 from fabrikito.base.errors import FabrikitoError
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy knows the name)
 if TYPE_CHECKING:
     import argparse
     from collections.abc import Mapping

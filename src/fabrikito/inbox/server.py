@@ -53,6 +53,7 @@ import time
 import uuid
 from pathlib import Path
 
+from fabrikito import TYPE_CHECKING
 from fabrikito.base import daemons, hostos, procs, statedir
 from fabrikito.base.errors import FabrikitoError, StateFileError
 from fabrikito.inbox import protocol
@@ -69,7 +70,6 @@ from fabrikito.inbox.inboxfiles import (
 from fabrikito.inbox.peer import Peer, identify
 from fabrikito.team.teamfile import Seat, Team
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy knows the name)
 if TYPE_CHECKING:
     from fabrikito.delivery.seatpane import PaneRow
     from fabrikito.log import msglog

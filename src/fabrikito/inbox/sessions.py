@@ -55,12 +55,12 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from enum import StrEnum
 
+from fabrikito import TYPE_CHECKING
 from fabrikito.base import hostos
 from fabrikito.base.errors import FabrikitoError, UsageError
 from fabrikito.base.procs import config_dir_name
 from fabrikito.base.values import frozen
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy knows the name)
 if TYPE_CHECKING:
     from typing import Any
 

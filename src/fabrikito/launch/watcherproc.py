@@ -15,12 +15,12 @@ import os
 import sys
 import time
 
+from fabrikito import TYPE_CHECKING
 from fabrikito.base import daemons, statedir
 from fabrikito.base.errors import FabrikitoError, StateFileError
 from fabrikito.base.values import frozen
 from fabrikito.team.teamfile import Team
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy knows the name)
 if TYPE_CHECKING:
     from collections.abc import Mapping
     from pathlib import Path

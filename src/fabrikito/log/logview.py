@@ -22,12 +22,12 @@ import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+from fabrikito import TYPE_CHECKING
 from fabrikito.base.errors import UsageError
 from fabrikito.base.values import frozen
 from fabrikito.log import logread, msglog
 from fabrikito.log.msglog import Foreign, Outcome, Record
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy knows the name)
 if TYPE_CHECKING:
     from typing import Any
 

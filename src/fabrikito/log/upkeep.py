@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import os
 
+from fabrikito import TYPE_CHECKING
 from fabrikito.base import rotate
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from fabrikito.team.teamfile import Team
 

@@ -37,9 +37,9 @@ import json
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from fabrikito import TYPE_CHECKING
 from fabrikito.offline.replies import Reply
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy knows the name)
 if TYPE_CHECKING:
     from fabrikito.offline.exchange import Exchange
 

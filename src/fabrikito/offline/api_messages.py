@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from fabrikito import TYPE_CHECKING
 from fabrikito.offline.replies import (
     SUGGESTION_MARK,
     Reply,
@@ -20,7 +21,6 @@ from fabrikito.offline.replies import (
     user_text,
 )
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy knows the name)
 if TYPE_CHECKING:
     from fabrikito.offline.answers import Answers
     from fabrikito.offline.exchange import Exchange

@@ -12,9 +12,9 @@ from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import urlsplit
 
+from fabrikito import TYPE_CHECKING
 from fabrikito.offline.replies import PING_INTERVAL, Request, split_seat
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy knows the name)
 if TYPE_CHECKING:
     from fabrikito.offline.answers import Answers
 

@@ -14,11 +14,11 @@ import json
 from typing import Any
 from urllib.parse import urlsplit
 
+from fabrikito import TYPE_CHECKING
 from fabrikito.offline import api_gemini, api_messages, api_openai
 from fabrikito.offline.exchange import Exchange
 from fabrikito.offline.replies import split_seat
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy knows the name)
 if TYPE_CHECKING:
     from fabrikito.offline.answers import Answers
 

@@ -17,9 +17,9 @@ from __future__ import annotations
 import re
 from enum import StrEnum
 
+from fabrikito import TYPE_CHECKING
 from fabrikito.base.values import frozen
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy knows the name)
 if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Literal, Protocol

@@ -22,10 +22,10 @@ import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+from fabrikito import TYPE_CHECKING
 from fabrikito.base.values import frozen
 from fabrikito.screen.qualified import CLAUDE, CODEX, GEMINI
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy knows the name)
 if TYPE_CHECKING:
     from fabrikito.screen import Recogniser
 

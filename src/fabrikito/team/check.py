@@ -15,11 +15,11 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
+from fabrikito import TYPE_CHECKING
 from fabrikito.base.procs import config_dir
 from fabrikito.base.values import frozen
 from fabrikito.team.teamfile import PermissionClass, Seat, Team
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy knows the name)
 if TYPE_CHECKING:
     from typing import Any
 

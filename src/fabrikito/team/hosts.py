@@ -19,10 +19,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from fabrikito import TYPE_CHECKING
 from fabrikito.base.errors import UsageError
 from fabrikito.team.teamfile import Seat, Team
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy knows the name)
 if TYPE_CHECKING:
     from fabrikito.base.ssh import Host
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (a hot path: say and status load it)
+from fabrikito import TYPE_CHECKING
+
 if TYPE_CHECKING:
     from typing import Any
 

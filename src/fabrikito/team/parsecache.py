@@ -11,7 +11,8 @@ file runs on what is read back, as on what tomllib returns.
 
 from __future__ import annotations
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy knows the name)
+from fabrikito import TYPE_CHECKING
+
 if TYPE_CHECKING:
     from pathlib import Path
     from typing import Any

@@ -35,6 +35,7 @@ from collections.abc import Mapping
 from enum import StrEnum
 from pathlib import Path
 
+from fabrikito import TYPE_CHECKING
 from fabrikito.base import teampath
 from fabrikito.base.errors import TeamFileError
 from fabrikito.base.values import field, frozen
@@ -42,7 +43,6 @@ from fabrikito.team import logkeys, watchconf
 from fabrikito.team.reserved import reserved_arg, reserved_role
 from fabrikito.team.watchconf import WatchConfig
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy knows the name)
 if TYPE_CHECKING:
     from typing import Any
 

@@ -12,9 +12,9 @@ import os
 import sys
 import time
 
+from fabrikito import TYPE_CHECKING
 from fabrikito.base.hostos.kinds import PeerCred, ProcessGone, ProcessUnreadable, ProcInfo, Stat
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (mypy knows the name)
 if TYPE_CHECKING:
     from socket import socket
 
