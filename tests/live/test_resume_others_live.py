@@ -4,7 +4,7 @@ A seat of the mixed team (em: Claude Code, cx: Codex CLI, gm: Gemini CLI) has tw
 message from the owner); its agent is SIGKILLed; ``up --resume`` starts it again on its own conversation
 (Codex CLI: ``codex … resume <id>``, the id read from its session files; Gemini CLI: ``--resume <id>``, the
 id fixed with ``--session-id`` at start), and the stand-in's next request for it carries both earlier turns.
-The other seats are not touched.  What was measured: docs/decisions/resume-codex-gemini.md.
+The other seats are not touched.  What was measured: docs/decisions/0035-resume-codex-gemini.md.
 """
 
 from __future__ import annotations

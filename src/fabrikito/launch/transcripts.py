@@ -2,7 +2,7 @@
 
 Each agent resumes an id from its own files; these checks are fabrikito's, so that a
 seat never comes back on a conversation held in another folder or by another seat.
-What was measured (offline, the qualified releases; docs/decisions/resume-codex-gemini.md):
+What was measured (offline, the qualified releases; docs/decisions/0035-resume-codex-gemini.md):
 
 * **Claude Code** 2.1.316 keeps ``<config>/projects/<folder>/<id>.jsonl``, whose first
   lines give the folder (``cwd``) and the session name (``agentName``); it resumes an id

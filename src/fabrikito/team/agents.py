@@ -51,7 +51,7 @@ if TYPE_CHECKING:  # what this module reads of a team file's seat and team, so t
 @frozen
 class Conversations:
     """How an agent's conversation is fixed at start and resumed: arguments with ``{id}`` in them, added
-    after the seat's own (measured offline; docs/decisions/resume-codex-gemini.md)."""
+    after the seat's own (measured offline; docs/decisions/0035-resume-codex-gemini.md)."""
 
     fixed: tuple[str, ...]  # start a new conversation with this id; () when the agent picks it (read after)
     resume: tuple[str, ...]  # resume conversation {id}
