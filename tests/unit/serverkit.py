@@ -52,10 +52,11 @@ def here(argv: list[str], cwd: Path, stdin: str | None = None, **extra: str) -> 
 
 def callers(log: Path) -> list[tuple[int, int]]:
     """``(parent, grandparent)`` of each tmux call logged since the last look; a call whose caller had exited
-    before the shim looked (its grandparent logged as ``?``) cannot be placed and is left out."""
+    before the shim looked (its grandparent logged as ``?``, or the call handed to init, pid 1, whose parent
+    is 0) cannot be placed and is left out."""
     lines = log.read_text(encoding="utf-8").splitlines() if log.exists() else []
     log.unlink(missing_ok=True)
-    return [(int(a), int(b)) for a, b in (line.split() for line in lines) if b != "?"]
+    return [(int(a), int(b)) for a, b in (line.split() for line in lines) if b != "?" and a != "1"]
 
 
 def same(a: subprocess.CompletedProcess[str], b: subprocess.CompletedProcess[str]) -> bool:
