@@ -75,6 +75,25 @@ def _settings_files(seat: Seat, environ: Mapping[str, str]) -> list[Path]:
     ]
 
 
+#: ``dialogExpiry``'s values (user or managed settings only), in seconds; ``None``: never.
+DIALOG_EXPIRIES: dict[str, float | None] = {"60s": 60.0, "5m": 300.0, "10m": 600.0, "never": None}
+DIALOG_EXPIRY_DEFAULT = 300.0
+
+
+def dialog_expiry(seat: Seat, environ: Mapping[str, str] | None = None) -> float | None:
+    """How long a held message waits at the seat's approval dialog before Claude Code drops it (``None``:
+    never): managed settings first, then the user settings of the config directory the seat runs with, else
+    five minutes.  A value that is not one of :data:`DIALOG_EXPIRIES` is passed over as Claude Code would
+    not take it."""
+    managed, user = _settings_files(seat, os.environ if environ is None else environ)[:2]
+    for path in (managed, user):
+        data = jsonfile.read_object(path)
+        value = data.get("dialogExpiry") if data is not None else None
+        if isinstance(value, str) and value in DIALOG_EXPIRIES:
+            return DIALOG_EXPIRIES[value]
+    return DIALOG_EXPIRY_DEFAULT
+
+
 def hooks_disabled(seat: Seat, environ: Mapping[str, str] | None = None) -> bool:
     """Whether a settings file the seat reads sets ``disableAllHooks: true``."""
     for path in _settings_files(seat, os.environ if environ is None else environ):
