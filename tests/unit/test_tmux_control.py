@@ -120,6 +120,13 @@ def test_any_text_reaches_a_buffer_exactly(shared: Controlled, server: Server, t
     assert server.run("save-buffer", "-b", "probe", "-").encode("utf-8", "surrogateescape") == text.encode()
 
 
+@pytest.mark.parametrize("text", [";", ";;", "a;", "; ", "\\;"])
+def test_a_text_that_is_a_semicolon_reaches_a_buffer_exactly(shared: Controlled, server: Server, text: str) -> None:
+    """tmux's parser ends a command at a word that is ";" even quoted (the property test found it)."""
+    shared.load_buffer("probe", text)
+    assert server.run("save-buffer", "-b", "probe", "-") == text
+
+
 def test_a_long_message_is_loaded_in_pieces_each_one_write(shared: Controlled, server: Server) -> None:
     text = ('long é 漢 $HOME "q" \\ ;\n' * 4000)[:60000]
     assert len(tmuxcontrol._pieces(text)) > 10

@@ -192,7 +192,7 @@ class Control:
         # New for every exchange: forked commands start with the same state, and one killed mid-exchange
         # leaves its markers' blocks for the next to skip, never to take for its own.
         first, last = (f"fabrikito-{os.urandom(8).hex()}" for _ in range(2))
-        line = " ".join(";" if arg == ";" else quote(arg) for arg in args)
+        line = " ".join(";" if _separates(arg) else quote(arg) for arg in args)
         data = f"display-message -p {first}\n{line}\ndisplay-message -p {last}\n".encode("utf-8", "surrogateescape")
         if len(data) > WRITE_MAX:
             raise NotSent(shown, returncode=None, stderr="", reason="too long for one write to the control client")
@@ -215,7 +215,7 @@ class Control:
                 end = self._block_of(last.encode(), deadline)
             except Unanswered as exc:
                 raise Unanswered(shown, returncode=None, stderr=exc.stderr, reason="not answered") from None
-            answer = _parse_answer(self.lines[: end - 1], 1 + args.count(";"), shown)
+            answer = _parse_answer(self.lines[: end - 1], 1 + sum(map(_separates, args)), shown)
             if isinstance(answer, TmuxError):
                 raise answer
             return answer
@@ -332,7 +332,7 @@ class Controlled(Server):
         """Buffer ``name`` set to ``text``, in pieces that each fit one write (``set-buffer -a``); errors
         name the text ``<text>``, never its content."""
         for index, piece in enumerate(_pieces(text)):
-            args = ["set-buffer", *(["-a"] if index else []), "-b", name, "--", piece]
+            args = ["set-buffer", *(["-a"] if index else []), "-b", name, "--", Data(piece)]
             self.control.exchange(args, shown=[*args[:-1], "<text>"])
 
 
@@ -412,6 +412,16 @@ def remove_leftover(server: Server) -> list[str]:
             except TmuxError:
                 pass  # gone meanwhile
     return killed
+
+
+class Data(str):
+    """An argument that is data, never the ";" between two commands (a message can be ";")."""
+
+    __slots__ = ()
+
+
+def _separates(arg: str) -> bool:
+    return arg == ";" and not isinstance(arg, Data)
 
 
 def _pieces(text: str) -> list[str]:
