@@ -57,6 +57,8 @@ def write_team(
     *,
     remote: str,
     remote_binary: Path | None = None,
+    roles: tuple[str, ...] = ("em", "api", "web"),
+    more: str = "",
 ) -> Path:
     base = path.parent
     (base / "roles").mkdir(parents=True, exist_ok=True)
@@ -69,6 +71,8 @@ def write_team(
         'origin = "fk-origin"',
     ]
     seats = [("em", None, "acceptEdits"), ("api", remote, "bypassPermissions"), ("web", remote, "bypassPermissions")]
+    seats = [s for s in seats if s[0] in roles]
+    lines.append(more)
     for role, where, mode in seats:
         if where is None:
             cwd = base / "work" / role

@@ -35,15 +35,22 @@ def test_outside_the_window_is_not_a_repeat(dirs: tuple[Path, Path], monkeypatch
     assert reg(dirs, "em", "dev", "hi", 1011) is RefusalClass.BOX_TEXT
 
 
-def test_old_variable_name_is_read_and_bad_values_mean_the_default(
+def test_old_variable_names_are_ignored_and_bad_values_mean_the_default(
     dirs: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.delenv("FABRIKITO_SAY_RESEND_WINDOW", raising=False)
+    monkeypatch.delenv("FABRIKITO_SAY_NOTICE_COUNT", raising=False)
     monkeypatch.setenv("FACTORY_SAY_RESEND_WINDOW", "5")
-    assert refusals.resend_window() == 5
-    monkeypatch.setenv("FABRIKITO_SAY_RESEND_WINDOW", "soon")
-    assert refusals.resend_window() == 300
     monkeypatch.setenv("FACTORY_SAY_NOTICE_COUNT", "2")
-    assert refusals.notice_count() == 2
+    assert (refusals.resend_window(), refusals.notice_count()) == (300, 3)  # the old names: the defaults
+    reg(dirs, "em", "dev", "hi", 1000)
+    assert reg(dirs, "em", "dev", "hi", 1010) is RefusalClass.BOX_TEXT_REPEAT  # not a 5-second window
+    monkeypatch.setenv("FABRIKITO_SAY_RESEND_WINDOW", "7")
+    monkeypatch.setenv("FABRIKITO_SAY_NOTICE_COUNT", "4")
+    assert (refusals.resend_window(), refusals.notice_count()) == (7, 4)  # the new names are honoured
+    monkeypatch.setenv("FABRIKITO_SAY_RESEND_WINDOW", "soon")
+    monkeypatch.setenv("FABRIKITO_SAY_NOTICE_COUNT", "-1")
+    assert (refusals.resend_window(), refusals.notice_count()) == (300, 3)
 
 
 def test_only_the_last_eight_texts_are_kept(dirs: tuple[Path, Path]) -> None:

@@ -71,6 +71,27 @@ def test_a_held_dialog_says_the_time_left_before_it_is_lost(tmp_path: Path) -> N
     assert c.kind == "held-dialog" and "dropped in about 3m30s" in c.detail, c.detail
 
 
+def test_a_held_dialog_counts_down_from_the_seats_own_dialog_expiry(tmp_path: Path) -> None:
+    config = tmp_path / "claude-config"
+    config.mkdir()
+    team = team_of(tmp_path, "")
+    path = team.path
+    path.write_text(path.read_text() + f'env = {{ CLAUDE_CONFIG_DIR = "{config}" }}\n', encoding="utf-8")
+    team = teamfile.load(path)
+    held = screen("fullscreen-120x40-held-dialog")
+    found = status_of(team, seat(SeatState.WAITING, detail="permission prompt", since=1000.0), screens={"dev": held})
+    for value, said in (("10m", "dropped in about 8m30s (dialogExpiry 10m00s)"), ("60s", "dropped in about 0s")):
+        (config / "settings.json").write_text(json.dumps({"dialogExpiry": value}), encoding="utf-8")
+        (c,) = conditions.conditions(found, team.watch, 1000.0 + 90).values()
+        assert said in c.detail, c.detail
+    (config / "settings.json").write_text(json.dumps({"dialogExpiry": "never"}), encoding="utf-8")
+    (c,) = conditions.conditions(found, team.watch, 1000.0 + 90).values()
+    assert "never expires" in c.detail and "dropped" not in c.detail, c.detail
+    (config / "settings.json").write_text(json.dumps({"dialogExpiry": "7m"}), encoding="utf-8")  # not a value it takes
+    (c,) = conditions.conditions(found, team.watch, 1000.0 + 90).values()
+    assert "dropped in about 3m30s (dialogExpiry 5m00s)" in c.detail, c.detail
+
+
 def test_an_api_error_is_open_only_while_it_is_the_last_reply() -> None:
     box = "─" * 40 + " dev ─\n❯ \n" + "─" * 46
     failed = "❯ make it\n\n● API Error: 400 bad request\n\n✻ Churned for 0s\n\n" + box

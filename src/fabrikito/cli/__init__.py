@@ -53,6 +53,10 @@ def _json_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print the result as JSON")
 
 
+def _timeout_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--timeout", type=float, default=90.0, help="seconds to wait for each seat's box (default 90)")
+
+
 def _build_check(p: argparse.ArgumentParser) -> None:
     _team_arg(p)
     _json_arg(p)
@@ -114,7 +118,7 @@ def _build_log(p: argparse.ArgumentParser) -> None:
 def _build_up(p: argparse.ArgumentParser) -> None:
     _team_arg(p)
     p.add_argument("roles", nargs="*", metavar="ROLE", help="start only these seats (default: every seat)")
-    p.add_argument("--timeout", type=float, default=90.0, help="seconds to wait for each seat's box (default 90)")
+    _timeout_arg(p)
     p.add_argument(
         "--resume",
         action="store_true",
@@ -130,7 +134,7 @@ def _build_up(p: argparse.ArgumentParser) -> None:
 def _build_restart(p: argparse.ArgumentParser) -> None:
     _team_arg(p)
     p.add_argument("roles", nargs="+", metavar="ROLE", help="the seats to restart")
-    p.add_argument("--timeout", type=float, default=90.0, help="seconds to wait for each seat's box (default 90)")
+    _timeout_arg(p)
     p.epilog = "exit status: 0 every seat back up; 1 a seat failed, or another up is starting the team; 2 bad usage"
 
 

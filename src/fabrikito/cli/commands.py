@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     import argparse
 
     from fabrikito.cli.invocation import Invocation
+    from fabrikito.launch.lifecycle import UpResult
     from fabrikito.team.teamfile import Team
 
 
@@ -149,6 +150,13 @@ def cmd_flush(args: argparse.Namespace) -> int:
     )
 
 
+def _failures(result: UpResult, what: str) -> int:
+    """Say which seats of an ``up`` or ``restart`` failed (``ROLE what: why``): the command's exit status."""
+    for failed in result.failed:
+        _line(f"\n{failed.role} {what}: {failed.detail}")
+    return result.exit_code
+
+
 def cmd_up(args: argparse.Namespace) -> int:
     from fabrikito.launch import lifecycle, status
     from fabrikito.team import check, teamfile
@@ -168,9 +176,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     result = lifecycle.up(team, args.roles, out=_line, timeout=args.timeout, helpers=helpers, resume=resume)
     _line("")
     _line(status.render(status.collect(team)))
-    for failed in result.failed:
-        _line(f"\n{failed.role} did not come up: {failed.detail}")
-    return result.exit_code
+    return _failures(result, "did not come up")
 
 
 def cmd_restart(args: argparse.Namespace) -> int:
@@ -182,9 +188,7 @@ def cmd_restart(args: argparse.Namespace) -> int:
     if team.across_hosts:
         raise UsageError("restart runs on a team whose seats are all on this machine: use down and up --resume")
     result = lifecycle.restart(team, args.roles, out=_line, timeout=args.timeout)
-    for failed in result.failed:
-        _line(f"\n{failed.role} did not come back: {failed.detail}")
-    return result.exit_code
+    return _failures(result, "did not come back")
 
 
 def cmd_down(args: argparse.Namespace) -> int:

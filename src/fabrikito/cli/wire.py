@@ -49,6 +49,7 @@ import time
 
 from fabrikito import TYPE_CHECKING
 from fabrikito.base import hostos, teampath
+from fabrikito.base.values import frozen
 
 if TYPE_CHECKING:
     import signal as _signal  # the same functions and numbers; its stubs are the typed ones
@@ -69,28 +70,17 @@ GO = b"go\n"
 NOT_RUN = b"notrun"
 
 
+@frozen
 class Request:
     """A request as the server reads it."""
 
-    __slots__ = ("argv", "cwd", "env", "ignored", "package", "stdio", "umask")
-
-    def __init__(
-        self,
-        package: str,
-        cwd: str,
-        umask: int,
-        stdio: str,
-        argv: list[str],
-        env: dict[str, str],
-        ignored: tuple[int, ...] = (),
-    ) -> None:
-        self.package = package
-        self.cwd = cwd
-        self.umask = umask
-        self.stdio = stdio
-        self.argv = argv
-        self.env = env
-        self.ignored = ignored  # the stop signals the asker ignores (a background job's SIGINT): the child too
+    package: str
+    cwd: str
+    umask: int
+    stdio: str
+    argv: list[str]
+    env: dict[str, str]
+    ignored: tuple[int, ...] = ()  # the stop signals the asker ignores (a background job's SIGINT): the child too
 
 
 def socket_name(team_path: str) -> str:

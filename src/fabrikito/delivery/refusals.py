@@ -47,10 +47,8 @@ class Notice:
     last: float
 
 
-def _int_env(name: str, old: str, default: int) -> int:
+def _int_env(name: str, default: int) -> int:
     raw = os.environ.get(name)
-    if raw is None:
-        raw = os.environ.get(old)
     if raw is None:
         return default
     try:
@@ -61,11 +59,11 @@ def _int_env(name: str, old: str, default: int) -> int:
 
 
 def resend_window() -> int:
-    return _int_env("FABRIKITO_SAY_RESEND_WINDOW", "FACTORY_SAY_RESEND_WINDOW", DEFAULT_WINDOW)
+    return _int_env("FABRIKITO_SAY_RESEND_WINDOW", DEFAULT_WINDOW)
 
 
 def notice_count() -> int:
-    return _int_env("FABRIKITO_SAY_NOTICE_COUNT", "FACTORY_SAY_NOTICE_COUNT", DEFAULT_NOTICE_COUNT)
+    return _int_env("FABRIKITO_SAY_NOTICE_COUNT", DEFAULT_NOTICE_COUNT)
 
 
 def record_path(say_dir: Path, role: str) -> Path:

@@ -49,14 +49,12 @@ Exit codes (the ``exit_code`` of each error; ``fabrikito send --help`` lists the
 
 from __future__ import annotations
 
-import json
 import os
-import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from enum import StrEnum
 
 from fabrikito import TYPE_CHECKING
-from fabrikito.base import hostos
+from fabrikito.base import hostos, jsonfile
 from fabrikito.base.errors import FabrikitoError, UsageError
 from fabrikito.base.procs import config_dir_name
 from fabrikito.base.values import frozen
@@ -242,19 +240,7 @@ def read_json(path: str | os.PathLike[str]) -> dict[str, Any] | None:
 
     Read twice on a parse error, in case the file was caught half written.
     """
-    for attempt in range(2):
-        try:
-            with open(path, "rb") as f:
-                data = json.loads(f.read())
-        except FileNotFoundError:
-            return None
-        except (OSError, ValueError):
-            if attempt == 0:
-                time.sleep(0.02)
-                continue
-            return None
-        return data if isinstance(data, dict) else None
-    return None
+    return jsonfile.read_object(path, again_after=0.02)
 
 
 def parse_entry(

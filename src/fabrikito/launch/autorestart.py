@@ -24,8 +24,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from fabrikito.base.errors import TmuxError
 from fabrikito.launch import resume, seatevents
+from fabrikito.launch.status import SeatState, Status
 from fabrikito.team.teamfile import Team
 
 BACKOFF_FIRST = 1.0
@@ -133,22 +133,11 @@ class AutoRestart:
 # -- what the rounds see, and what they start ---------------------------------------------
 
 
-def look(team: Team) -> dict[str, Seen]:
-    """Each seat's pane, from one tmux call."""
-    from fabrikito.delivery import seatpane
-
-    server = team.server()
-    try:
-        rows = seatpane.list_panes(server)
-    except TmuxError:
-        if server.listening():
-            return {}
-        return {seat.role: Seen.GONE for seat in team.seats}
-    seen: dict[str, Seen] = {}
-    for seat in team.seats:
-        row = seatpane.pane_of_session(rows, seat.session)
-        seen[seat.role] = Seen.GONE if row is None else Seen.EXITED if row.dead else Seen.ALIVE
-    return seen
+def seen_in(found: Status) -> dict[str, Seen]:
+    """Each seat's pane as a round of the watcher read it (``status.collect``: no tmux call of its own): no
+    session, a dead pane, or a live one (its agent running, busy or not, or a shell in its place)."""
+    by_state = {SeatState.DOWN: Seen.GONE, SeatState.EXITED: Seen.EXITED}
+    return {s.role: by_state.get(s.state, Seen.ALIVE) for s in found.seats if s.host is None}
 
 
 def start_resumed(team: Team, roles: list[str]) -> dict[str, str]:

@@ -10,6 +10,8 @@ runs, through :mod:`fabrikito.base.ssh`::
     fabrikito _host down TEAM [--close] [ROLE...]     --close: and end this host's ssh connections
     fabrikito _host status TEAM                  status --json of the seats here
     fabrikito _host log TEAM                     the host's messages.log, as it is
+    fabrikito _host events TEAM [--from N]       its size, then events.jsonl (and generations) from byte N
+    fabrikito _host watch TEAM                   the host's watcher: whether it runs, and its watcher.json
     fabrikito _host say TEAM --sender S ROLE     stdin: the message (see delivery/route.py)
     fabrikito _host flush TEAM --sender S ROLE   flush there (see delivery/route.py)
     fabrikito _host gate                         the forced command of a host's restricted key (launch/routelogin.py)
@@ -27,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -106,7 +109,10 @@ def main(argv: Sequence[str]) -> int:
         if isinstance(admitted, int):
             return admitted
         argv = admitted
-    parser.add_argument("op", choices=("version", "put", "peers", "up", "down", "status", "log", "say", "flush"))
+    parser.add_argument(
+        "op",
+        choices=("version", "put", "peers", "up", "down", "status", "log", "events", "watch", "say", "flush"),
+    )
     parser.add_argument("team", nargs="?")
     parser.add_argument("roles", nargs="*")
     parser.add_argument("--host")
@@ -114,6 +120,7 @@ def main(argv: Sequence[str]) -> int:
     parser.add_argument("--timeout", type=float)
     parser.add_argument("--close", action="store_true")
     parser.add_argument("--resume", action="store_true")
+    parser.add_argument("--from", dest="start", type=int)
     args = parser.parse_intermixed_args(list(argv))
     if args.op == "version":
         from fabrikito import __version__
@@ -139,6 +146,9 @@ def main(argv: Sequence[str]) -> int:
     if args.op == "status" and not team_file(args.team).is_file():
         print(json.dumps({"seats": []}))  # never brought up here: every seat of this host is down
         return 0
+    if args.op == "watch" and not team_file(args.team).is_file():
+        print(json.dumps({"watcher": {"running": False, "pid": None, "stale": None}, "state": None}))
+        return 0
     team = _load(args.team)
     here = hosts.this_host(team)
     local = hosts.local_team(team, here)
@@ -154,6 +164,8 @@ def main(argv: Sequence[str]) -> int:
             raise UsageError(f"the log {team.log_path} cannot be read: {exc}") from None
         sys.stdout.buffer.write(raw)
         return 0
+    if args.op in ("events", "watch"):
+        return _watched(team, args.op, args.start)
     if args.op == "status":
         from fabrikito.launch import status
 
@@ -162,6 +174,8 @@ def main(argv: Sequence[str]) -> int:
     from fabrikito.launch import lifecycle
 
     roles = [r for r in args.roles if (s := team.seat(r)) is not None and s.host == here] or None
+    if args.close:
+        roles = None  # the whole team goes down: this host's helpers (worker, watcher) with its seats
     if args.op == "down":
         code = lifecycle.down(local, roles, out=_line)
         if args.close:  # the whole team is going down: its connections from this host go too
@@ -176,6 +190,45 @@ def main(argv: Sequence[str]) -> int:
     for failed in result.failed:
         _line(f"{failed.role} did not come up: {failed.detail}")
     return result.exit_code
+
+
+def _watched(team: Team, op: str, start: int | None) -> int:
+    """What the team's machine reads of this host's watcher: its events (``events``: the file's size on a line,
+    then its bytes from ``start``, all its generations without one) or its state (``watch``: JSON)."""
+    from fabrikito.base import rotate
+    from fabrikito.base.errors import StateFileError
+    from fabrikito.launch import watcherproc
+
+    if op == "watch":
+        found = watcherproc.info(team)
+        try:
+            state = json.loads(statedir.read_plain(watcherproc.state_path(team)) or b"null")
+        except (OSError, ValueError, StateFileError):
+            state = None
+        watcher = {"running": found.running, "pid": found.pid, "stale": found.stale}
+        print(json.dumps({"watcher": watcher, "state": state if found.running else None}))
+        return 0
+    from fabrikito.log import events
+
+    path = events.path_for(team.state_dir)
+    size = events.size(path)
+    if start is not None and start > size:
+        start = 0  # rotated or set aside since: the new file from its start
+    try:
+        if start is None:
+            data = rotate.read_all(path)
+        else:
+            fd = statedir.open_plain(path, os.O_RDONLY)
+            try:
+                data = os.pread(fd, size - start, start)
+            finally:
+                os.close(fd)
+    except FileNotFoundError:
+        data = b""
+    except (OSError, StateFileError) as exc:
+        raise UsageError(f"the events file {path} cannot be read: {exc}") from None
+    sys.stdout.buffer.write(f"{size}\n".encode() + data)
+    return 0
 
 
 def _say(team: Team, args: argparse.Namespace) -> int:

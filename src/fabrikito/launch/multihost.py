@@ -152,6 +152,18 @@ def up(
     return failed
 
 
+def _start_watcher(team: Team, out: Callable[[str], None]) -> None:
+    from fabrikito.launch import watcherproc
+
+    try:
+        started = watcherproc.start_for_up(team)
+    except (OSError, FabrikitoError) as exc:
+        out(f"the watcher could not be started ({exc}): {watcherproc.UP_HELPER[2]}")
+        return
+    if started is not None:
+        out("watcher: started" if started else "watcher: already running")
+
+
 class _Lines:
     """Bytes as they come from a host, shown line by line."""
 
@@ -291,6 +303,8 @@ def run_up(
         here = mine or list(local.roles)
         result = lifecycle.up(team, here, out=out, timeout=timeout, resume=resume) if wanted else None
         failed = elsewhere.result()
+    if not local.seats:  # no seat here: this machine's watcher still reads the hosts' (lifecycle.up starts it else)
+        _start_watcher(team, out)
     out("")
     out(status.render(collect(team)))
     for r in result.failed if result is not None else ():
@@ -305,6 +319,12 @@ def run_down(team: Team, roles: Sequence[str] | None, *, out: Callable[[str], No
     from fabrikito.launch import lifecycle
 
     local, mine, wanted = _split(team, roles)
+    if not roles:  # this machine's watcher first: the hosts' seats going down are not news to tell
+        from fabrikito.launch import watcherproc
+
+        said = watcherproc.stop(team)
+        if said is not None:
+            out(said)
     code = down(team, roles, out=out)
     if wanted:
         code = max(code, lifecycle.down(local, mine, out=out))

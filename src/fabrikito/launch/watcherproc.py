@@ -85,8 +85,14 @@ def ensure_running(team: Team, *, env: Mapping[str, str] | None = None) -> bool:
 
 
 def start_for_up(team: Team) -> bool | None:
-    """``up``'s start of it; ``None`` for a team with no seat on this machine."""
-    if not any(seat.host is None for seat in team.seats):
+    """``up``'s start of it, on every machine with seats of the team (``_host up`` runs ``up`` on the other
+    hosts), and on the team's own machine, which also reads the other hosts' watchers; ``None`` elsewhere."""
+    from fabrikito.team import hosts
+
+    here = hosts.here_of(team)
+    if here is not None and not any(hosts.is_here(seat, here) for seat in team.seats):
+        return None
+    if here is None and not team.seats:
         return None
     return ensure_running(team)
 

@@ -52,6 +52,7 @@ class Event:
     since: float
     key: str
     carried: bool = False  # a copy of an open condition at the top of a rotated file
+    host: str | None = None  # the host whose watcher wrote it, as read by the team's machine (None: here)
 
     def to_json(self) -> dict[str, object]:
         data: dict[str, object] = {
@@ -67,6 +68,8 @@ class Event:
         }
         if self.carried:
             data["carried"] = True
+        if self.host is not None:
+            data["host"] = self.host
         return data
 
     def line(self) -> bytes:
@@ -99,6 +102,7 @@ def parse(raw: bytes) -> Event | None:
             since=float(data.get("since_at", data["at"])),
             key=str(data["key"]),
             carried=data.get("carried") is True,
+            host=data["host"] if isinstance(data.get("host"), str) else None,
         )
     except (ValueError, KeyError, TypeError):
         return None
@@ -111,6 +115,11 @@ def read(path: Path, *, since: float | None = None) -> list[Event]:
         data = rotate.read_all(path)
     except (OSError, StateFileError):
         return []
+    return parse_all(data, since=since)
+
+
+def parse_all(data: bytes, *, since: float | None = None) -> list[Event]:
+    """The events of a whole history's bytes (a host's, read over ssh), as :func:`read` gives them."""
     return list(_events(data, since))
 
 
@@ -185,33 +194,36 @@ def set_aside(path: Path, why: str) -> str:
     return f"the events file {path} was damaged ({why}): set aside as {aside}; a new one is started"
 
 
+def read_from(path: Path, position: int) -> tuple[list[Event], int]:
+    """The whole lines appended after byte ``position`` (from the start of a file that is now shorter: set
+    aside or rotated since), carried copies left out; and the position after them."""
+    end = size(path)
+    if end < position:
+        position = 0
+    if end == position:
+        return [], position
+    try:
+        fd = statedir.open_plain(path, os.O_RDONLY)
+    except (OSError, StateFileError):
+        return [], position
+    try:
+        chunk = os.pread(fd, end - position, position)
+    finally:
+        os.close(fd)
+    whole = chunk[: chunk.rfind(b"\n") + 1]  # a line still being written is read next time
+    found = [e for raw in whole.splitlines() if (e := parse(raw)) is not None and not e.carried]
+    return found, position + len(whole)
+
+
 def follow(path: Path, *, start: int, poll: float = 0.2) -> Iterator[Event]:
     """The events appended after byte ``start``, as they come (a file set aside and started again is
-    read from its beginning)."""
+    read from its beginning; a carried copy was told before the rotation)."""
     position = start
-    carry = b""
     while True:
-        try:
-            size = os.stat(path).st_size
-        except OSError:
-            size = 0
-        if size < position:
-            position, carry = 0, b""
-        if size > position:
-            fd = statedir.open_plain(path, os.O_RDONLY)
-            try:
-                chunk = os.pread(fd, size - position, position)
-            finally:
-                os.close(fd)
-            position += len(chunk)
-            lines = (carry + chunk).split(b"\n")
-            carry = lines.pop()
-            for raw in lines:
-                event = parse(raw)
-                if event is not None and not event.carried:  # a carried copy was told before the rotation
-                    yield event
-            continue
-        time.sleep(poll)
+        found, position = read_from(path, position)
+        yield from found
+        if not found:
+            time.sleep(poll)
 
 
 def size(path: Path) -> int:

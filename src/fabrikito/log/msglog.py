@@ -15,9 +15,10 @@ concurrent writers never interleave.  Two ways to append, as the spec has them:
 * :func:`append_hook`, for the SendMessage hook: opens without following a
   symlink, writes only to a regular file with one name, and never raises.
 
-The hook imports this module on every message a seat sends, so it imports
-only ``os``, ``time`` and ``enum`` at module level (no ``re``, no
-``pathlib``): the reader's parts and ``statedir`` are imported where used.
+The hook itself imports only :mod:`fabrikito.log.logline`; this module, which
+``say`` and ``flush`` import on every message, imports only ``os`` and ``enum``
+of the standard library at module level (no ``re``, no ``pathlib``): the
+reader's parts and ``statedir`` are imported where used.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import os
 from enum import StrEnum
 
 from fabrikito.base.errors import FabrikitoError
+from fabrikito.base.values import frozen
 from fabrikito.log.logline import (
     BODY_NOT_LOGGED_SEC,
     BODY_NOT_LOGGED_UNRESOLVED,
@@ -145,36 +147,17 @@ def _ensure_parents(path: os.PathLike[str]) -> None:
 # -- reading --------------------------------------------------------------------
 
 
+@frozen
 class Record:
-    """One well-formed log line, its text fields unescaped to the original bytes."""
+    """One well-formed log line, its text fields unescaped to the original bytes (``escaped``: the line's five
+    fields as written, which its equality compares too and its repr leaves out)."""
 
-    __slots__ = ("escaped", "message", "outcome", "recipient", "sender", "time")
-
-    def __init__(
-        self,
-        time: str,
-        sender: bytes,
-        recipient: bytes,
-        outcome: str,
-        message: bytes,
-        *,
-        escaped: tuple[str, str, str, str, str],
-    ) -> None:
-        self.time = time
-        self.sender = sender
-        self.recipient = recipient
-        self.outcome = outcome
-        self.message = message
-        self.escaped = escaped
-
-    def _key(self) -> tuple[object, ...]:
-        return (self.time, self.sender, self.recipient, self.outcome, self.message, self.escaped)
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Record) and self._key() == other._key()
-
-    def __hash__(self) -> int:
-        return hash(self._key())
+    time: str
+    sender: bytes
+    recipient: bytes
+    outcome: str
+    message: bytes
+    escaped: tuple[str, str, str, str, str]
 
     def __repr__(self) -> str:
         return (
@@ -183,23 +166,12 @@ class Record:
         )
 
 
+@frozen
 class Foreign:
     """A line the log's writers did not write whole: torn, or from something else."""
 
-    __slots__ = ("raw", "reason")
-
-    def __init__(self, raw: bytes, reason: str) -> None:
-        self.raw = raw
-        self.reason = reason
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Foreign) and (self.raw, self.reason) == (other.raw, other.reason)
-
-    def __hash__(self) -> int:
-        return hash((self.raw, self.reason))
-
-    def __repr__(self) -> str:
-        return f"Foreign(raw={self.raw!r}, reason={self.reason!r})"
+    raw: bytes
+    reason: str
 
 
 def parse_line(line: bytes) -> Record | Foreign:

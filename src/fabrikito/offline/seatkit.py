@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from fabrikito.base import procs
+from fabrikito.base import jsonfile, procs
 from fabrikito.base.errors import FabrikitoError, TmuxError
 from fabrikito.base.tmux import Server
 from fabrikito.base.values import frozen, replace
@@ -205,11 +205,8 @@ def box_ready(server: Server, pane: str, session: str | None = None) -> bool:
 
 
 def read_registry(path: Path) -> dict[str, Any] | None:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
+    """A seat's Claude Code registry entry; ``None`` while it is missing, unreadable or not an object."""
+    return jsonfile.read_object(path)
 
 
 def start_seat(

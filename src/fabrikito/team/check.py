@@ -10,12 +10,12 @@ root.  Exit status: 0 nothing needs attention, 1 warnings, 2 invalid file.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
 
 from fabrikito import TYPE_CHECKING
+from fabrikito.base import jsonfile
 from fabrikito.base.procs import config_dir
 from fabrikito.base.values import frozen
 from fabrikito.team.teamfile import PermissionClass, Seat, Team
@@ -75,18 +75,29 @@ def _settings_files(seat: Seat, environ: Mapping[str, str]) -> list[Path]:
     ]
 
 
-def _read_json(path: Path) -> dict[str, Any] | None:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
+#: ``dialogExpiry``'s values (user or managed settings only), in seconds; ``None``: never.
+DIALOG_EXPIRIES: dict[str, float | None] = {"60s": 60.0, "5m": 300.0, "10m": 600.0, "never": None}
+DIALOG_EXPIRY_DEFAULT = 300.0
+
+
+def dialog_expiry(seat: Seat, environ: Mapping[str, str] | None = None) -> float | None:
+    """How long a held message waits at the seat's approval dialog before Claude Code drops it (``None``:
+    never): managed settings first, then the user settings of the config directory the seat runs with, else
+    five minutes.  A value that is not one of :data:`DIALOG_EXPIRIES` is passed over as Claude Code would
+    not take it."""
+    managed, user = _settings_files(seat, os.environ if environ is None else environ)[:2]
+    for path in (managed, user):
+        data = jsonfile.read_object(path)
+        value = data.get("dialogExpiry") if data is not None else None
+        if isinstance(value, str) and value in DIALOG_EXPIRIES:
+            return DIALOG_EXPIRIES[value]
+    return DIALOG_EXPIRY_DEFAULT
 
 
 def hooks_disabled(seat: Seat, environ: Mapping[str, str] | None = None) -> bool:
     """Whether a settings file the seat reads sets ``disableAllHooks: true``."""
     for path in _settings_files(seat, os.environ if environ is None else environ):
-        data = _read_json(path)
+        data = jsonfile.read_object(path)
         if data is not None and data.get("disableAllHooks") is True:
             return True
     return False
@@ -95,7 +106,7 @@ def hooks_disabled(seat: Seat, environ: Mapping[str, str] | None = None) -> bool
 def settings_choose_bypass(seat: Seat, environ: Mapping[str, str]) -> bool:
     """Whether a settings file the seat reads makes bypassPermissions its default mode."""
     for path in _settings_files(seat, environ):
-        data = _read_json(path)
+        data = jsonfile.read_object(path)
         permissions = data.get("permissions") if data is not None else None
         if isinstance(permissions, dict) and permissions.get("defaultMode") == "bypassPermissions":
             return True
@@ -275,7 +286,7 @@ def gemini_updates_on(seat: Seat, environ: Mapping[str, str]) -> bool:
     """Whether the Gemini CLI user settings a seat reads leave its update check or update notice on."""
     env = seat_environ(seat, environ)
     home = env.get("GEMINI_CLI_HOME") or env.get("HOME") or os.path.expanduser("~")
-    data = _read_json(Path(home) / ".gemini" / "settings.json") or {}
+    data = jsonfile.read_object(Path(home) / ".gemini" / "settings.json") or {}
     general = data.get("general")
     if not isinstance(general, dict):
         return True

@@ -7,7 +7,7 @@ default, in seconds::
     notify = ["notify-send", "fabrikito"]
 
     [watch]
-    kinds = ["held-dialog", "permission", "exited"]  # default: every kind
+    kinds = ["held-dialog", "permission", "exited"]  # default: every kind but restarting and resumed
     resolved = false      # also notify the resolved events (default false)
     notify_timeout = 10   # a notify command still running then is killed
     busy_after = 900      # a seat busy longer than this is told (15 min)
@@ -36,6 +36,7 @@ KINDS = (
     "not-agent",
     "gone",
     "unreachable",
+    "unwatched",
     "busy-long",
     "api-error",
     "box-text",
@@ -44,7 +45,17 @@ KINDS = (
     "queued-uncertain",
     "queued-held",
     "notice",
+    # restarts (fabrikito.launch.autorestart, up --resume): things that happened, told once each
+    "restarting",
+    "restarted",
+    "restart-capped",
+    "resumed",
+    "fresh-start",
 )
+#: The kinds of the restart notes (``"event": "noted"``) a notify command can be given.
+RESTART_KINDS = frozenset({"restarting", "restarted", "restart-capped", "resumed", "fresh-start"})
+#: Told only when ``kinds`` names them: a restart decided (``restarted`` follows it) and a seat ``up`` resumed.
+QUIET_KINDS = frozenset({"restarting", "resumed"})
 
 NUMBERS = {
     "notify_timeout": (10.0, 0.1, 3600.0),
@@ -59,7 +70,7 @@ WATCH_KEYS = frozenset({"kinds", "resolved", *NUMBERS})
 @frozen
 class WatchConfig:
     notify: tuple[str, ...] | None = None
-    kinds: frozenset[str] = frozenset(KINDS)
+    kinds: frozenset[str] = frozenset(KINDS) - QUIET_KINDS
     resolved: bool = False
     notify_timeout: float = NUMBERS["notify_timeout"][0]
     busy_after: float = NUMBERS["busy_after"][0]
@@ -83,7 +94,7 @@ def parse(notify: Any, table: Any, bad: Callable[[str, str], None]) -> WatchConf
         return WatchConfig(notify=argv)
     for key in sorted(set(table) - WATCH_KEYS):
         bad("watch", f"unknown key '{key}': remove it (known keys: {', '.join(sorted(WATCH_KEYS))})")
-    kinds = frozenset(KINDS)
+    kinds = frozenset(KINDS) - QUIET_KINDS
     raw_kinds = table.get("kinds")
     if raw_kinds is not None:
         if not isinstance(raw_kinds, list) or not all(isinstance(k, str) for k in raw_kinds):

@@ -29,7 +29,8 @@ def build_events(p: argparse.ArgumentParser) -> None:
 
 def event_line(e: events.Event) -> str:
     what = "OPEN" if e.event == events.OPENED else e.event
-    return f"{events.local_time(e.at)}  {e.seat}  {e.kind}  {what}  {e.detail}"
+    seat = e.seat if e.host is None else f"{e.seat} on {e.host}"
+    return f"{events.local_time(e.at)}  {seat}  {e.kind}  {what}  {e.detail}"
 
 
 def cmd_events(args: argparse.Namespace) -> int:
@@ -39,7 +40,13 @@ def cmd_events(args: argparse.Namespace) -> int:
     path = events.path_for(team.state_dir)
     since = parse_when(args.since, time.time(), "--since") if args.since else None
     start = events.size(path)
-    found = [e for e in events.read(path) if since is None or events.local_time(e.at) >= since]
+    found = events.read(path)
+    problems: list[str] = []
+    if team.across_hosts:  # every host's watcher's events, merged by time, each named with its host
+        from fabrikito.watch import remote
+
+        found, problems = remote.events_of(team, found)
+    found = [e for e in found if since is None or events.local_time(e.at) >= since]
     if args.open:
         found = sorted(events.open_items(found).values(), key=lambda e: e.at)
     out = sys.stdout
@@ -53,8 +60,16 @@ def cmd_events(args: argparse.Namespace) -> int:
             if not found and not args.follow:
                 out.write("no events\n")
         out.flush()
+        for problem in problems:
+            print(problem, file=sys.stderr)
         if args.follow:
-            for e in events.follow(path, start=start):
+            if team.across_hosts:
+                from fabrikito.watch import remote
+
+                followed = remote.follow_all(team, start, lambda line: print(line, file=sys.stderr, flush=True))
+            else:
+                followed = events.follow(path, start=start)
+            for e in followed:
                 out.write(e.line().decode() if args.json else event_line(e) + "\n")
                 out.flush()
     except KeyboardInterrupt:

@@ -18,11 +18,12 @@ from collections.abc import Iterator, Mapping
 from fabrikito.base.values import frozen
 from fabrikito.delivery.queueview import Overview
 from fabrikito.launch.status import SeatState, SeatStatus, Status
+from fabrikito.team.check import DIALOG_EXPIRY_DEFAULT, dialog_expiry
+from fabrikito.team.teamfile import Seat
 from fabrikito.team.watchconf import WatchConfig
 
 HELD_DIALOG = "Held message from another session"
 HELD_LINE = re.compile(r"Held peer message — from (\S+)")
-DIALOG_EXPIRY = 300.0  # Claude Code's dialogExpiry default (5 minutes); a held message is dropped then
 API_ERROR = re.compile(r"^● (API Error[^\n]*|.*\b(?:[Rr]ate limit|rate_limit|[Oo]verloaded)\b[^\n]*)")
 RULE = "─" * 12
 QUESTION_WAIT = 1.0  # how long a permission prompt is given to show its question before it is told without
@@ -45,7 +46,7 @@ def conditions(found: Status, config: WatchConfig, now: float) -> dict[str, Cond
     out: dict[str, Condition] = {}
     by_pid = {s.pid: s.role for s in found.seats if s.pid is not None}
     for seat in found.seats:
-        for c in _seat_conditions(seat, screens.get(seat.role), config, now, by_pid):
+        for c in _seat_conditions(seat, screens.get(seat.role), config, now, by_pid, found.team.seat(seat.role)):
             out[c.key] = c
     for notice in found.notices:
         c = Condition(
@@ -64,7 +65,12 @@ def conditions(found: Status, config: WatchConfig, now: float) -> dict[str, Cond
 
 
 def _seat_conditions(
-    seat: SeatStatus, screen: str | None, config: WatchConfig, now: float, by_pid: Mapping[int, str]
+    seat: SeatStatus,
+    screen: str | None,
+    config: WatchConfig,
+    now: float,
+    by_pid: Mapping[int, str],
+    team_seat: Seat | None,
 ) -> Iterator[Condition]:
     role, state = seat.role, seat.state
     if state is SeatState.DOWN:
@@ -78,7 +84,7 @@ def _seat_conditions(
     elif state is SeatState.UNREACHABLE:
         yield Condition(f"unreachable {role}", "unreachable", role, f"its host does not answer: {seat.detail}")
     elif state is SeatState.WAITING:
-        yield _dialog(seat, screen, now, by_pid)
+        yield _dialog(seat, screen, now, by_pid, team_seat)
     elif state is SeatState.BUSY:
         yield Condition(
             f"busy-long {role}",
@@ -105,19 +111,35 @@ def _seat_conditions(
             )
 
 
-def _dialog(seat: SeatStatus, screen: str | None, now: float, by_pid: Mapping[int, str]) -> Condition:
+def held_expiry(seat: Seat | None) -> float | None:
+    """The seat's ``dialogExpiry`` (read when a held dialog is on its screen: rare, so not cached)."""
+    if seat is None:
+        return DIALOG_EXPIRY_DEFAULT
+    return dialog_expiry(seat)
+
+
+def _dialog(
+    seat: SeatStatus, screen: str | None, now: float, by_pid: Mapping[int, str], team_seat: Seat | None
+) -> Condition:
     role = seat.role
     if screen is not None and HELD_DIALOG in screen:
         sender = HELD_LINE.search(screen)
         since = seat.state_since if seat.state_since is not None else now
-        left = max(0.0, DIALOG_EXPIRY - (now - since))
         who = f" from {sender_name(sender.group(1), by_pid)}" if sender else ""
+        expiry = held_expiry(team_seat)
+        if expiry is None:
+            when = "it never expires (dialogExpiry never) and waits for you: attach and choose to deliver it"
+        else:
+            left = max(0.0, expiry - (now - since))
+            when = (
+                f"it is dropped in about {_span(left)} (dialogExpiry {_span(expiry)}): attach and choose to "
+                "deliver it, or it is lost"
+            )
         return Condition(
             f"held-dialog {role}",
             "held-dialog",
             role,
-            f"a message{who} is held at an approval dialog; it is dropped in about {_span(left)} "
-            "(dialogExpiry, 5m by default): attach and choose to deliver it, or it is lost",
+            f"a message{who} is held at an approval dialog; {when}",
             since=seat.state_since,
         )
     if seat.detail == "permission prompt":

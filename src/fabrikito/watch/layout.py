@@ -141,8 +141,9 @@ def frame(
         key = str(item.get("key", ""))
         message = key.split(" ", 1)[1] if key.startswith("queued-") else None
         since = float(item.get("since_at", item.get("at", now)))
+        where = f" on {item['host']}" if item.get("host") else ""
         add(
-            f"! {item.get('seat')} {item.get('kind')} ({ago(now - since)}): {item.get('detail')}",
+            f"! {item.get('seat')}{where} {item.get('kind')} ({ago(now - since)}): {item.get('detail')}",
             seat=str(item.get("seat")),
             message=message,
             choose=True,

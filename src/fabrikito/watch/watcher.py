@@ -22,9 +22,9 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from fabrikito.base import daemons, procs, statedir
 from fabrikito.base.errors import FabrikitoError, StateFileError
@@ -32,8 +32,9 @@ from fabrikito.launch import watcherproc
 from fabrikito.launch.status import Status
 from fabrikito.log import events
 from fabrikito.log.events import Event
-from fabrikito.team import teamfile
+from fabrikito.team import hosts, teamfile
 from fabrikito.team.teamfile import Team
+from fabrikito.watch import notify, remote
 from fabrikito.watch.conditions import conditions
 from fabrikito.watch.notify import Notifier
 from fabrikito.watch.observe import local_part, observe
@@ -50,17 +51,16 @@ class RoundConsumer(Protocol):
 
 def default_consumers(team: Team) -> list[RoundConsumer]:
     """The consumers a team's watcher runs after each round: the auto-restart policy, for a team with a seat
-    whose ``restart`` is ``on-exit`` (it looks at the panes itself, in one tmux call, and starts a seat again
-    through ``up``: the round waits for that seat's box)."""
+    here whose ``restart`` is ``on-exit`` (it takes each pane's state from the round's reading, and starts a
+    seat again through ``up``: the round waits for that seat's box)."""
     from fabrikito.launch import autorestart
 
-    if not autorestart.wanted(team):
+    if not autorestart.wanted(local_part(team)):
         return []
     policy = autorestart.AutoRestart(team, autorestart.start_resumed)
 
     def restart_round(found: Status, now: float) -> None:
-        del found  # what the policy needs (alive, exited, gone) is the panes', read as up reads them
-        policy.round(autorestart.look(team), now)
+        policy.round(autorestart.seen_in(found), now)  # only this machine's seats are in the reading
 
     return [restart_round]
 
@@ -81,9 +81,14 @@ class Watcher:
         self.path = events.path_for(team.state_dir)
         self.consumers = list(consumers)
         self._check_file()
-        self.tracker = Tracker(events.open_items(events.read(self.path)))
+        history = events.read(self.path)
+        self.tracker = Tracker(events.open_items(history))
         self.unwritten: list[Event] = []
         self.notifier = Notifier(team, report)
+        for event in notify.owed(team, history):  # written before a watcher ended, and not told: told now
+            self.notifier.submit(event)
+        self.read_to = events.size(self.path)  # what notify has been handed of the file, by byte
+        self.hosts = remote.Hosts(team) if team.across_hosts and hosts.here_of(team) is None else None
         self.last_error = ""
         self.rounds = 0
 
@@ -100,20 +105,29 @@ class Watcher:
             self._error(f"the team could not be read this round: {exc}")
             return []
         now = time.time() if now is None else now
-        new = self.tracker.step(conditions(found, self.team.watch, now), now)
+        readings = self.hosts.latest() if self.hosts is not None else {}
+        found_now = conditions(found, self.team.watch, now)
+        found_now.update(remote.conditions(self.team, readings))  # the other hosts' watchers tell the rest
+        new = self.tracker.step(found_now, now)
         written = self._write([*self.unwritten, *new])
-        if written:
-            self._rotate()
-        for event in new:
-            self.notifier.submit(event)
-        write_state(self.team, found, self.tracker, now)
+        write_state(self.team, found, self.tracker, now, readings)
         for consumer in self.consumers:
             try:
                 consumer(found, now)
             except Exception as exc:  # a consumer's failure is its own, never the watcher's
                 self._error(f"round consumer {consumer!r} failed: {exc!r}")
+        if self.tell_new():
+            self._rotate()
         self.rounds += 1
         return written
+
+    def tell_new(self) -> bool:
+        """Hand notify every line appended to the events file since the last round: this round's events, and
+        the restart notes of the consumers and of ``up`` (one order: the file's).  ``True`` when there were."""
+        found, self.read_to = events.read_from(self.path, self.read_to)
+        for event in found:
+            self.notifier.submit(event)
+        return bool(found)
 
     def _write(self, pending: list[Event]) -> list[Event]:
         written: list[Event] = []
@@ -133,7 +147,8 @@ class Watcher:
     def _rotate(self) -> None:
         """The events file rotates as the message log does (the team file's ``log_max_size``, ``log_keep``)."""
         try:
-            events.rotate_carrying(self.path, max_size=self.team.log_max_size, keep=self.team.log_keep)
+            if events.rotate_carrying(self.path, max_size=self.team.log_max_size, keep=self.team.log_keep):
+                self.read_to = events.size(self.path)  # the new file holds only carried copies, told before
         except (OSError, StateFileError) as exc:
             self._error(f"the events file {self.path} could not be rotated ({exc}): it grows until it can")
 
@@ -143,15 +158,44 @@ class Watcher:
         self.last_error = line
 
     def close(self) -> None:
+        if self.hosts is not None:
+            self.hosts.close()
         self.notifier.close()
 
 
-def write_state(team: Team, found: Status, tracker: Tracker, now: float) -> None:
-    """``watcher.json``: the round's reading as ``fabrikito watch`` draws it."""
+def write_state(
+    team: Team, found: Status, tracker: Tracker, now: float, readings: Mapping[str, remote.Reading] | None = None
+) -> None:
+    """``watcher.json``: the round's reading as ``fabrikito watch`` draws it (with the other hosts' seats and
+    open items, from their watchers, named with their host)."""
     from fabrikito.launch.status import shown_time
 
     queue = found.queue
     depth = {q.role: q.waiting for q in queue.seats} if queue is not None else {}
+    seats: list[dict[str, Any]] = [
+        {
+            "role": s.role,
+            "session": s.session,
+            "pane": s.pane,
+            "state": s.state.value,
+            "detail": s.detail,
+            "since": s.state_since,
+            "class": s.permission_class,
+            "release": s.release,
+            "host": s.host,
+            "queued": depth.get(s.role, 0),
+            "last_to": shown_time(s.last_to),
+            "last_from": shown_time(s.last_from),
+            "conversation": s.conversation,
+            "restarts": s.restarts,
+        }
+        for s in found.seats
+    ]
+    items: list[dict[str, Any]] = [e.to_json() for e in sorted(tracker.open.values(), key=lambda e: e.at)]
+    if readings is not None and team.across_hosts:
+        by_role = {str(r["role"]): r for r in [*seats, *remote.seat_rows(team, readings)]}
+        seats = [by_role[role] for role in team.roles if role in by_role]
+        items = sorted([*items, *remote.open_items(readings)], key=lambda i: float(i.get("at", 0)))
     record = {
         "version": STATE_VERSION,
         "pid": os.getpid(),
@@ -159,24 +203,8 @@ def write_state(team: Team, found: Status, tracker: Tracker, now: float) -> None
         "team": team.name,
         "server_running": found.server_running,
         "worker": bool(queue is not None and queue.worker.running),
-        "seats": [
-            {
-                "role": s.role,
-                "session": s.session,
-                "pane": s.pane,
-                "state": s.state.value,
-                "detail": s.detail,
-                "since": s.state_since,
-                "class": s.permission_class,
-                "release": s.release,
-                "host": s.host,
-                "queued": depth.get(s.role, 0),
-                "last_to": shown_time(s.last_to),
-                "last_from": shown_time(s.last_from),
-            }
-            for s in found.seats
-        ],
-        "open": [e.to_json() for e in sorted(tracker.open.values(), key=lambda e: e.at)],
+        "seats": seats,
+        "open": items,
         "queued": [
             {"id": m.id, "role": m.role, "sender": m.sender, "state": m.state.value}
             for m in (queue.messages if queue is not None else ())

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 from fabrikito.base.values import frozen
 
 
@@ -40,3 +42,15 @@ class PeerCred:
 
     uid: int
     pid: int | None
+
+
+def signalled(pid: int) -> bool | None:
+    """What signal 0 tells of ``pid``: ``False`` no such process, ``True`` one runs that this user may not
+    signal; ``None``: it can be signalled, and is a live process or a zombie (each system tells which)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return None

@@ -13,7 +13,7 @@ import sys
 import time
 
 from fabrikito import TYPE_CHECKING
-from fabrikito.base.hostos.kinds import PeerCred, ProcessGone, ProcessUnreadable, ProcInfo, Stat
+from fabrikito.base.hostos.kinds import PeerCred, ProcessGone, ProcessUnreadable, ProcInfo, Stat, signalled
 
 if TYPE_CHECKING:
     from socket import socket
@@ -130,12 +130,9 @@ def children_of(pid: int) -> list[int]:
 
 def alive(pid: int) -> bool:
     """Whether ``pid`` runs (a zombie, exited but not yet reaped, does not)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
+    told = signalled(pid)
+    if told is not None:
+        return told
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             return f.read().rpartition(b") ")[2][:1] != b"Z"

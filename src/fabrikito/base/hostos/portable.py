@@ -20,12 +20,16 @@ import sys
 import time
 
 from fabrikito import TYPE_CHECKING
-from fabrikito.base.hostos.kinds import PeerCred, ProcessGone, ProcessUnreadable, ProcInfo, Stat
+from fabrikito.base.hostos.kinds import PeerCred, ProcessGone, ProcessUnreadable, ProcInfo, Stat, signalled
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from socket import socket
+    from typing import TypeVar
 
     import psutil as psutil_types
+
+    T = TypeVar("T")
 
 NAME = "portable"
 MAX_SOCKET_PATH = 103
@@ -54,10 +58,16 @@ def _ticks(created: float, boot: float) -> int:
 
 
 def _process(pid: int) -> psutil_types.Process:
+    return _ask(pid, lambda proc: proc)
+
+
+def _ask(pid: int, question: Callable[[psutil_types.Process], T]) -> T:
+    """``question`` asked of process ``pid``, psutil's errors raised as :class:`ProcessGone` (no such process)
+    and :class:`ProcessUnreadable` (any other)."""
     import psutil
 
     try:
-        return psutil.Process(pid)
+        return question(psutil.Process(pid))
     except psutil.NoSuchProcess:
         raise ProcessGone(pid) from None
     except psutil.Error as exc:
@@ -148,26 +158,12 @@ def exe_name(pid: int) -> str:
 
 
 def cmdline(pid: int) -> list[str]:
-    import psutil
-
-    try:
-        return [part for part in _process(pid).cmdline() if part]
-    except psutil.NoSuchProcess:
-        raise ProcessGone(pid) from None
-    except psutil.Error as exc:
-        raise ProcessUnreadable(f"process {pid}: {exc}") from None
+    return _ask(pid, lambda proc: [part for part in proc.cmdline() if part])
 
 
 def environ(pid: int) -> dict[str, str]:
     """The environment a process started with (same user only)."""
-    import psutil
-
-    try:
-        return dict(_process(pid).environ())
-    except psutil.NoSuchProcess:
-        raise ProcessGone(pid) from None
-    except psutil.Error as exc:
-        raise ProcessUnreadable(f"process {pid}: {exc}") from None
+    return _ask(pid, lambda proc: dict(proc.environ()))
 
 
 def cwd(pid: int) -> str | None:
@@ -182,24 +178,14 @@ def cwd(pid: int) -> str | None:
 
 def children_of(pid: int) -> list[int]:
     """Direct children of ``pid``."""
-    import psutil
-
-    try:
-        return [child.pid for child in _process(pid).children()]
-    except psutil.NoSuchProcess:
-        raise ProcessGone(pid) from None
-    except psutil.Error as exc:
-        raise ProcessUnreadable(f"process {pid}: {exc}") from None
+    return _ask(pid, lambda proc: [child.pid for child in proc.children()])
 
 
 def alive(pid: int) -> bool:
     """Whether ``pid`` runs (a zombie, exited but not yet reaped, does not)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
+    told = signalled(pid)
+    if told is not None:
+        return told
     import psutil
 
     try:
