@@ -284,6 +284,38 @@ def test_gemini_busy_status_on_an_empty_box() -> None:
     assert reading.busy and reading.state is NOT_RECOGNISED and reading.box_text == ""
 
 
+def test_a_resumed_gemini_seat_shows_its_conversation_only_once_a_turn_is_drawn() -> None:
+    """Resumed, Gemini CLI first draws its banner over an empty box that it then takes away while it loads
+    the conversation (what is typed then is lost): the box is not ready for the restart notice until a turn
+    is drawn over the rule, or a long reply has pushed it and the banner away."""
+    gemini = Gemini061()
+    fresh = load("gemini", "0.61.0", "inline-120x40-empty-box-fresh-start")
+    assert gemini.recognise(fresh.snapshot()).state is READY
+    assert not gemini.conversation_shown(fresh.snapshot())
+    after = load("gemini", "0.61.0", "inline-120x40-after-turn")
+    assert gemini.conversation_shown(after.snapshot())
+    lines = after.ansi.split("\n")
+    banner = [i for i, line in enumerate(after.text.split("\n")) if "Gemini CLI v" in line]
+    assert banner
+    scrolled = _replace_row(after.ansi, banner[0], " the last line of a long reply")
+    assert gemini.conversation_shown(snap(scrolled))
+    rule = max(i for i, line in enumerate(lines) if "────" in line)
+    no_turn = "\n".join(line if i >= rule or i in banner else "" for i, line in enumerate(lines))
+    assert not gemini.conversation_shown(snap(no_turn))
+    box_only = "\n".join(line if i >= rule else "" for i, line in enumerate(lines))  # drawn before its banner
+    assert gemini.recognise(snap(box_only, cursor=(3, 22))).state is READY
+    assert not gemini.conversation_shown(snap(box_only))
+    a_few = "\n".join(
+        line if i >= rule else (" Tips for getting started:" if i in (3, 5) else "") for i, line in enumerate(lines)
+    )
+    assert not gemini.conversation_shown(snap(a_few))  # a partial frame, neither banner nor a turn
+    long_reply = "\n".join(
+        line if i >= rule else (f"  line {i} of a long reply" if i > 2 else "") for i, line in enumerate(lines)
+    )
+    assert gemini.conversation_shown(snap(long_reply))
+    assert recogniser_for("codex", "0.171.0").conversation_shown(fresh.snapshot())  # loads before its box
+
+
 # -- other pane sizes (scripts/capture_screens.py --agent ... --sizes 220x50,80x24,60x20) ---------------------
 
 SIZED = sorted(

@@ -139,6 +139,7 @@ class _Waiting:
     last_screen: str = ""  # with escapes
     ready_rounds: int = 0
     rounds: int = 0
+    resuming: bool = False  # its box showed, its resumed conversation not yet
 
 
 @dataclass
@@ -380,7 +381,9 @@ def _judge(run: _Run, w: _Waiting, look: seatpane.Look | None, now: float) -> bo
         # Ready once the box was seen on two rounds in a row and Claude Code has registered
         # for messaging: a box drawn while it is still starting can be slow to take a paste.
         # Other agents have no registry: their box, idle (no turn running), twice in a row.
-        w.ready_rounds += 1
+        # A resumed seat also shows its conversation first: Gemini CLI takes its box away to load it.
+        w.resuming = w.plan is not None and w.plan.resumed and not recogniser.conversation_shown(look.snapshot)
+        w.ready_rounds = 0 if w.resuming else w.ready_rounds + 1
         registered = agent.registry is not None if agent.name == "claude" else not reading.busy
         if w.ready_rounds >= READY_ROUNDS and registered:
             if agent.registry is not None and w.plan is not None:
@@ -419,6 +422,13 @@ def _timed_out(run: _Run, w: _Waiting) -> bool:
     from fabrikito.screen.ansi import plain as plain_text
 
     screen = "\n".join(plain_text(w.last_screen).rstrip().split("\n")[-15:])
+    if w.resuming:
+        run.fail(
+            seat,
+            f"its box showed but not the conversation it resumes, after {run.timeout:g}s: nothing was typed. "
+            f"Attach with `{hint}` to look; `fabrikito up` again gives its restart notice. Its last screen:\n{screen}",
+        )
+        return False
     run.fail(
         seat,
         f"no input box after {run.timeout:g}s (attach with `{hint}` to look; `fabrikito up` again gives the "
@@ -472,12 +482,14 @@ def _kickoff(run: _Run, w: _Waiting) -> None:
         run.done(seat.role, Step.STARTED, "no kickoff")
         return
     delivery = _deliver_kickoff(run, seat, text)
+    emptied = False
     if delivery.result is say.Result.TYPED:
         # Text say itself left in the box (the label, or the start of the kickoff): submit it with
         # flush, as the spec's recovery says, then send the kickoff once more.
         _log(team, LAUNCHER, seat.role, msglog.Outcome.NOT_DELIVERED, text)
         flushed = _flush(run, seat)
-        if flushed:
+        emptied = flushed is msglog.Outcome.FLUSH_NOTHING  # what was typed never reached the box
+        if flushed is msglog.Outcome.FLUSHED:
             run.progress(seat.role, f"kickoff typed but not submitted ({delivery.reason}): flushed, sending it again")
             delivery = _deliver_kickoff(run, seat, text)
     ok = delivery.result is say.Result.DELIVERED
@@ -491,6 +503,14 @@ def _kickoff(run: _Run, w: _Waiting) -> None:
     if ok:
         run.progress(seat.role, f"{what} delivered" + log_error)
         run.done(seat.role, Step.STARTED, f"{what} delivered" + log_error)
+    elif delivery.result is say.Result.TYPED and emptied:
+        run.fail(
+            seat,
+            f"its {what} was typed but did not stay in the box ({delivery.reason}), and the box is empty now: "
+            f"nothing was sent. Attach with `{attach_hint(team, seat)}`, then `fabrikito up` again to give it"
+            + log_error,
+        )
+        write_launch(team, seat.role, LaunchRecord(w.pane, pid, "pending", time.time(), ticks))
     elif delivery.result is say.Result.TYPED:
         run.fail(
             seat,
@@ -525,17 +545,17 @@ def _deliver_kickoff(run: _Run, seat: Seat, text: str) -> Delivery:
         time.sleep(KICKOFF_RETRY)  # nothing was typed: the box may be redrawing after start; try again
 
 
-def _flush(run: _Run, seat: Seat) -> bool:
-    """Submit what the kickoff left in the box (``flush``); log its line; ``True`` when it was flushed."""
+def _flush(run: _Run, seat: Seat) -> msglog.Outcome | None:
+    """Submit what the kickoff left in the box (``flush``); log its line; its outcome (``None``: not tried)."""
     from fabrikito.delivery import flush, say
 
     try:
         ctx = say.Context(team=run.team, server=run.server, panes=seatpane.list_panes(run.server))
         result = flush.flush_seat(ctx, seat)
     except (TmuxError, FabrikitoError):
-        return False
+        return None
     _log(run.team, LAUNCHER, seat.role, result.outcome, msglog.FLUSH_MESSAGE)
-    return result.outcome is msglog.Outcome.FLUSHED
+    return result.outcome
 
 
 def _log(team: Team, sender: str, role: str, outcome: msglog.Outcome, text: str) -> str:

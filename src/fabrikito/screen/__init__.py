@@ -111,6 +111,8 @@ class Recogniser(Protocol):
 
     def flush_matches(self, reading: BoxReading, record_label: str, record_body: str) -> bool: ...
 
+    def conversation_shown(self, snapshot: PaneSnapshot) -> bool: ...
+
 
 # -- the checks say and flush use (pure, version-neutral) ---------------------------
 
@@ -273,6 +275,14 @@ class StandardChecks:
 
     def flush_matches(self, reading: BoxReading, record_label: str, record_body: str) -> bool:
         return flush_matches(reading, record_label, record_body, self.placeholder)
+
+    def conversation_shown(self, snapshot: PaneSnapshot) -> bool:
+        """Whether a seat started on a resumed conversation has drawn it, so its box takes what is typed.
+
+        ``True`` for agents that load the conversation before they draw their box (Claude Code, Codex
+        CLI); a dialect whose box shows first and is taken away while the conversation loads says
+        otherwise."""
+        return True
 
 
 class FailClosedRecogniser(StandardChecks):

@@ -25,6 +25,12 @@ and the footer::
   would run as a shell command) is never typable.
 * Dialogs (approval, authentication) are bordered boxes drawn instead of the
   input box, with the chosen option marked ``●``.
+* Resumed (``--resume``), it first draws the start banner and an empty box
+  that takes keys, then clears the screen and draws ``Resuming session...``
+  instead of the box (keys typed then are lost), then the banner, the earlier
+  turns and the box again: the resumed conversation is shown once a turn's
+  echoed prompt or a reply (``✦``) is over the rule, or a reply long enough
+  to push that row and the banner away.
 * A paste of more than 5 lines, or of more than 500 UTF-16 code units, shows
   as ``[Pasted Text: N lines]`` (more than 5 lines) or ``[Pasted Text: N
   chars]`` (CR LF and CR read as one newline).
@@ -39,7 +45,7 @@ import re
 from fabrikito.base.values import replace
 from fabrikito.screen import NOT_READY, BoxReading, PaneSnapshot, Renderer, ScreenState
 from fabrikito.screen.agentscreen import AgentScreen, blank, box_reading, busy_reading, empty_box, not_recognised, text
-from fabrikito.screen.ansi import Row
+from fabrikito.screen.ansi import Row, parse
 
 VERSION = "0.61.0"
 DIALECT = "gemini-0.61"
@@ -49,6 +55,9 @@ PROMPT = " > "
 PROMPTS = (PROMPT, " * ")
 INDENT = "   "
 PLACEHOLDER = "Type your message or @path/to/file"
+BANNER = "Gemini CLI v"
+REPLY = "✦ "
+SCROLLED_ROWS = 8  # rows of text over the box that can only be a resumed conversation
 TOP = "▄"
 BOTTOM = "▀"
 RULE = "─"
@@ -107,6 +116,16 @@ class Gemini061(AgentScreen):
     dialect = DIALECT
     release = VERSION
     placeholder_of = staticmethod(placeholder)
+
+    def conversation_shown(self, snapshot: PaneSnapshot) -> bool:
+        rows = parse(snapshot.ansi)
+        rules = [i for i, r in enumerate(rows) if _full_line(r, RULE, snapshot.width)]
+        above = [r for r in rows[: rules[-1]] if not blank(r)] if rules else []
+        if any(r.text.startswith(REPLY) or _is_prompt_row(r) for r in above):
+            return True  # a turn of the conversation is drawn over the box
+        # A reply long enough to push its own first row and the banner away: a screenful of text, not
+        # the few rows of a frame drawn before the banner.
+        return not any(BANNER in r.text for r in above) and len(above) >= SCROLLED_ROWS
 
     def read(self, rows: tuple[Row, ...], snapshot: PaneSnapshot, renderer: Renderer) -> BoxReading:
         width = snapshot.width
