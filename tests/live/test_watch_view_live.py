@@ -68,6 +68,8 @@ def test_watch_shows_what_needs_you_and_its_keys_flush_and_attach(
     wait_for(
         lambda: shows(viewer, pane, "NEEDS YOU: nothing", "dev", "idle"), 20, "the view", lambda: viewer.capture(pane)
     )
+    # dev's row is chosen: its release and restarts are on the line over the keys (80 columns hold no more)
+    assert shows(viewer, pane, "dev: release 2.1.", "restarted 0 times", "keys: up/down"), viewer.capture(pane)
 
     # say killed between its two pastes leaves its label in dev's box: the view puts it on top
     say_cut_between_pastes(team, "dev", "a message cut in two", tmp_path)

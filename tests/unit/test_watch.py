@@ -283,8 +283,10 @@ def test_bad_notify_and_watch_keys_are_team_file_errors(tmp_path: Path) -> None:
 def test_check_says_when_the_notify_program_is_missing(tmp_path: Path) -> None:
     team = team_of(tmp_path, 'notify = ["no-such-notifier-here", "x"]')
     report = check.run(team, env={"PATH": str(tmp_path)})
-    assert [w.kind for w in report.warnings if w.kind == "notify-missing"] == ["notify-missing"]
-    assert report.exit_code == 1
+    assert [w.kind for w in report.warnings if w.error] == ["notify-missing"]
+    assert report.exit_code == 2  # an error: the watcher could tell nobody
+    assert "ERROR: notify program 'no-such-notifier-here' is not found" in check.render(report)
+    assert check.to_json(report)["exit_code"] == 2
     ok = team_of(tmp_path, f'notify = ["{sys.executable}"]')
     assert not [w for w in check.run(ok, env={"PATH": ""}).warnings if w.kind == "notify-missing"]
 
@@ -332,3 +334,23 @@ def test_the_view_says_when_the_terminal_is_too_small_or_the_watcher_is_stale() 
     stale = layout.frame("t", watcher_state(now - 30), [], width=80, height=23, now=now)
     assert "NO ROUND FOR 30s" in stale.lines[0].text
     assert "NOT RUNNING" in layout.frame("t", None, [], width=80, height=23).lines[0].text
+
+
+def test_a_seat_row_shows_its_release_conversation_and_restarts_in_columns_or_on_its_detail_line() -> None:
+    from fabrikito.watch import layout
+
+    now = time.time()
+    state = watcher_state(now, seats=2)
+    seats = state["seats"]
+    assert isinstance(seats, list)
+    seats[0].update(release="2.1.316", conversation="1a2b3c4d-0000-4000-8000-000000000000", restarts=2)
+    wide = layout.frame("t", state, [], width=100, height=23)
+    row = next(r for r in wide.lines if r.text.startswith("  s00"))
+    assert "RELEASE" in "".join(r.text for r in wide.lines) and "2.1.316" in row.text and "1a2b3c4d " in row.text
+    assert row.text.rstrip().endswith(" 2")
+    narrow = layout.frame("t", state, [], width=80, height=23)
+    row = next(r for r in narrow.lines if r.text.startswith("  s00"))
+    assert "2.1.316" not in row.text and len(row.text) < 80
+    assert row.detail == "s00: release 2.1.316  conversation 1a2b3c4d-0000-4000-8000-000000000000  restarted 2 times"
+    other = next(r for r in narrow.lines if r.text.startswith("  s01"))
+    assert other.detail == "s01: release -  conversation -  restarted 0 times"

@@ -120,3 +120,88 @@ def test_watch_once_prints_a_frame_and_says_when_no_watcher_runs(team_path: Path
     wait(lambda: "dev gone" in run(team_path, "watch", "--once").stdout)
     shown = run(team_path, "watch", "--once").stdout
     assert "NEEDS YOU (2)" in shown and "qa gone" in shown, shown
+
+
+def test_the_watcher_ends_once_its_team_file_or_its_state_folder_is_gone_and_says_why(team_path: Path) -> None:
+    team = teamfile.load(team_path)
+    assert watcherproc.ensure_running(team)
+    wait(lambda: len(gone_events(team_path)) == 2)
+    moved = team_path.with_name("elsewhere.toml")
+    team_path.rename(moved)
+    wait(lambda: not watcherproc.info(team).running)
+    err = (team.state_dir / watcherproc.ERR_NAME).read_text()
+    assert f"the team file {team_path} is gone: the watcher ends" in err, err
+    moved.rename(team_path)
+    assert watcherproc.ensure_running(team)
+    pid = watcherproc.info(team).pid
+    assert pid is not None
+    # Its state folder removed under it (the team's files deleted by hand): it ends, its lock gone with them.
+    import shutil
+
+    shutil.rmtree(team.state_dir)
+    wait(lambda: not _alive(pid))
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` still runs (a zombie waiting for its parent has ended)."""
+    try:
+        return "\nState:\tZ" not in Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+
+
+@pytest.mark.parametrize("signum", [signal.SIGHUP, signal.SIGTERM])
+def test_the_watcher_ends_cleanly_on_sighup_and_sigterm(team_path: Path, signum: int) -> None:
+    team = teamfile.load(team_path)
+    assert watcherproc.ensure_running(team)
+    wait(lambda: len(gone_events(team_path)) == 2)
+    pid = watcherproc.info(team).pid
+    assert pid is not None
+    os.kill(pid, signum)
+    wait(lambda: not watcherproc.info(team).running)
+    assert "Traceback" not in (team.state_dir / watcherproc.ERR_NAME).read_text()
+
+
+def test_a_changed_team_file_is_read_again_and_a_broken_one_is_said_and_not_taken(team_path: Path) -> None:
+    team = teamfile.load(team_path)
+    assert watcherproc.ensure_running(team)
+    wait(lambda: len(gone_events(team_path)) == 2)
+    told = team_path.parent / "told"
+    wait(lambda: told.exists() and len(told.read_text().splitlines()) >= 2)
+    err = team.state_dir / watcherproc.ERR_NAME
+    good = team_path.read_text()
+    team_path.write_text(good.replace("[watch]", "[watch\n"))  # not TOML
+    wait(lambda: "the changed team file was not taken" in err.read_text())
+    # A new seat in the file, and notify now writes elsewhere: the new seat's gone event goes to the new file.
+    other = team_path.parent / "notify2.sh"
+    other.write_text(f'#!/bin/sh\n{{ cat; echo; }} >> "{team_path.parent / "told2"}"\n')
+    other.chmod(0o755)
+    team_path.write_text(
+        good.replace('["./notify.sh"]', '["./notify2.sh"]') + '[[seat]]\nrole = "ops"\nsession = "wc-ops"\n'
+    )
+    wait(lambda: "the team file changed: read again" in err.read_text())
+    wait(lambda: (team_path.parent / "told2").exists() and "ops" in (team_path.parent / "told2").read_text())
+    assert "ops" not in told.read_text()
+    assert sorted(e.seat for e in gone_events(team_path)) == ["dev", "ops", "qa"]
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
+def test_events_follow_ends_on_a_signal_with_status_0_after_whole_lines(team_path: Path, signum: int) -> None:
+    team = teamfile.load(team_path)
+    assert watcherproc.ensure_running(team)
+    wait(lambda: len(gone_events(team_path)) == 2)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TMUX", "TEAM_ROLE", "FABRIKITO"))}
+    follower = subprocess.Popen(
+        [sys.executable, "-m", "fabrikito", "events", "--follow", "--team", str(team_path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    assert follower.stdout is not None
+    first = follower.stdout.readline()  # the history is printed: it is following now
+    assert "gone  OPEN" in first, first
+    follower.send_signal(signum)
+    out, err = follower.communicate(timeout=20)
+    assert follower.returncode == 0, (follower.returncode, err)
+    assert "Traceback" not in err and (out == "" or out.endswith("\n")), (out, err)

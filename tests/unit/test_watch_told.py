@@ -15,7 +15,7 @@ from fabrikito.log.events import NOTED, OPENED, Event
 from fabrikito.team import teamfile
 from fabrikito.team.teamfile import Team
 from fabrikito.watch import notify
-from fabrikito.watch.watcher import Watcher
+from fabrikito.watch.watcher import Watcher, default_consumers
 
 SLOW = "import sys, time; data = sys.stdin.read(); time.sleep({delay}); open({out!r}, 'a').write(data + '\\n')"
 
@@ -112,3 +112,26 @@ def test_restart_notes_reach_notify_in_the_kinds_chosen_and_an_exit_is_told_once
     watcher.close()
     assert [k.split(":")[1] for k in told(out2)] == ["resumed", "restarting"]
     assert all(e.event == NOTED for e in events.read(events.path_for(chosen.state_dir)))
+
+
+def test_a_watcher_ends_once_its_server_has_been_gone_a_while_unless_a_seat_restarts_on_exit(tmp_path: Path) -> None:
+    from fabrikito.watch.watcher import TEAM_GONE_AFTER
+
+    team, _ = team_with(tmp_path / "plain", watch='tmux_socket = "fab-none-ended"')
+    watcher = Watcher(team)
+    try:
+        start = time.time()
+        watcher.round(now=start)
+        assert watcher.ended(start + TEAM_GONE_AFTER - 1) is None  # gone, but only just: the seats are told
+        assert "tmux server has been gone" in (watcher.ended(start + TEAM_GONE_AFTER + 1) or "")
+    finally:
+        watcher.close()
+    kept, _ = team_with(tmp_path / "kept", watch='tmux_socket = "fab-none-kept"\nrestart = "on-exit"')
+    restarting = Watcher(kept, default_consumers(kept))
+    try:
+        start = time.time()
+        restarting.round(now=start)  # no record of a start by up: nothing is restarted, the server stays gone
+        assert restarting.server_gone_since == start
+        assert restarting.ended(start + 10 * TEAM_GONE_AFTER) is None  # its restarts would bring the seats back
+    finally:
+        restarting.close()

@@ -60,7 +60,10 @@ def _timeout_arg(p: argparse.ArgumentParser) -> None:
 def _build_check(p: argparse.ArgumentParser) -> None:
     _team_arg(p)
     _json_arg(p)
-    p.epilog = "exit status: 0 nothing needs attention; 1 warnings (listed); 2 invalid or unreadable team file"
+    p.epilog = (
+        "exit status: 0 nothing needs attention; 1 warnings (listed); 2 invalid or unreadable team file, or an "
+        "error listed (a notify program that cannot be run)"
+    )
 
 
 def _build_say(p: argparse.ArgumentParser) -> None:

@@ -32,6 +32,7 @@ class CheckWarning:
     kind: str
     message: str
     roles: tuple[str, ...] = ()
+    error: bool = False  # the team cannot work as its file says: check exits 2, as for a bad team file
 
 
 @frozen
@@ -53,6 +54,8 @@ class Report:
 
     @property
     def exit_code(self) -> int:
+        if any(w.error for w in self.warnings):
+            return 2
         return 1 if self.warnings else 0
 
 
@@ -260,7 +263,7 @@ def run(team: Team, *, is_root: bool | None = None, env: dict[str, str] | None =
         )
     missing = notify_missing(team, environ)
     if missing is not None:
-        warnings.append(CheckWarning("notify-missing", missing))
+        warnings.append(CheckWarning("notify-missing", missing, error=True))
     return Report(team=team, seats=seats, warnings=tuple(warnings))
 
 
@@ -358,7 +361,9 @@ def to_json(report: Report) -> dict[str, Any]:
             }
             for s in report.seats
         ],
-        "warnings": [{"kind": w.kind, "message": w.message, "roles": list(w.roles)} for w in report.warnings],
+        "warnings": [
+            {"kind": w.kind, "message": w.message, "roles": list(w.roles), "error": w.error} for w in report.warnings
+        ],
         "exit_code": report.exit_code,
     }
 
@@ -395,7 +400,7 @@ def render(report: Report) -> str:
     if report.warnings:
         lines.append("")
         for w in report.warnings:
-            lines.append(f"WARNING: {w.message}")
+            lines.append(f"{'ERROR' if w.error else 'WARNING'}: {w.message}")
     else:
         lines.append("")
         lines.append("nothing needs attention")

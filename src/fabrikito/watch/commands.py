@@ -24,7 +24,7 @@ def build_events(p: argparse.ArgumentParser) -> None:
     p.add_argument("--follow", "-f", action="store_true", help="keep printing events as the watcher writes them")
     p.add_argument("--json", action="store_true", help="print JSON (JSON lines with --follow)")
     p.add_argument("--open", action="store_true", help="only the conditions still open")
-    p.epilog = "exit status: 0 shown (also when stopped with Ctrl-C); 2 bad usage or team file"
+    p.epilog = "exit status: 0 shown (also when stopped with Ctrl-C, SIGTERM or SIGHUP); 2 bad usage or team file"
 
 
 def event_line(e: events.Event) -> str:
@@ -50,6 +50,8 @@ def cmd_events(args: argparse.Namespace) -> int:
     if args.open:
         found = sorted(events.open_items(found).values(), key=lambda e: e.at)
     out = sys.stdout
+    if args.follow:
+        _stop_on_signals()
     try:
         if args.json and not args.follow:
             out.write(json.dumps({"version": JSON_VERSION, "team": team.name, "events": [e.to_json() for e in found]}))
@@ -77,6 +79,17 @@ def cmd_events(args: argparse.Namespace) -> int:
     except BrokenPipeError:
         return 0
     return 0
+
+
+def _stop_on_signals() -> None:
+    """SIGTERM and SIGHUP (a closed terminal) end a follow as Ctrl-C does: between two lines, status 0."""
+    import signal
+
+    def stop(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, stop)
 
 
 def build_notify(p: argparse.ArgumentParser) -> None:

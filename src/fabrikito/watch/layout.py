@@ -20,6 +20,9 @@ from fabrikito.base.errors import StateFileError
 from fabrikito.base.values import frozen
 
 MIN_WIDTH = 40
+WIDE_HEADER = " RELEASE   CONV      R"
+HOST_HEADER = " HOST"
+WIDE = 67 + len(WIDE_HEADER)  # a seat row with the release, conversation and restarts columns
 MIN_HEIGHT = 12
 LOG_TAIL = 1 << 14
 STALE = 10.0
@@ -30,6 +33,7 @@ class Row:
     text: str
     seat: str | None = None  # the seat the row is about (a, f act on it)
     message: str | None = None  # the queued message the row is about (r, d act on it)
+    detail: str | None = None  # more about the row's seat, shown under the rows while it is chosen
 
 
 @frozen
@@ -122,10 +126,17 @@ def frame(
     rows: list[Row] = []
     choices: list[int] = []
 
-    def add(text: str, *, seat: str | None = None, message: str | None = None, choose: bool = False) -> None:
+    def add(
+        text: str,
+        *,
+        seat: str | None = None,
+        message: str | None = None,
+        detail: str | None = None,
+        choose: bool = False,
+    ) -> None:
         if choose:
             choices.append(len(rows))
-        rows.append(Row(clip(text, width - 1), seat, message))
+        rows.append(Row(clip(text, width - 1), seat, message, detail))
 
     clock = time.strftime("%H:%M:%S", time.localtime(now))
     if state is None:
@@ -151,8 +162,9 @@ def frame(
     seats = list(state.get("seats") or [])
     add("")
     hosted = any(s.get("host") for s in seats)
-    header = "  ROLE       STATE                  CLASS      Q  TO/FROM" + ("   HOST" if hosted else "")
-    add(header)
+    wide = width - 1 >= WIDE + (len(HOST_HEADER) if hosted else 0)  # room for release, conversation, restarts
+    header = f"  {'ROLE':<10} {'STATE':<22} {'CLASS':<10}  Q {'TO/FROM':<17}"
+    add(header + (WIDE_HEADER if wide else "") + (HOST_HEADER if hosted else ""))
     queued = {str(m.get("role")): str(m.get("id")) for m in reversed(state.get("queued") or [])}
     for s in seats:
         since = s.get("since")
@@ -162,11 +174,20 @@ def frame(
             f"{state_text:<22.22}",
             f"{s.get('class')!s:<10.10}",
             f"{int(s.get('queued') or 0):>2}",
-            f"{s.get('last_to')}/{s.get('last_from')}",
+            f"{str(s.get('last_to')) + '/' + str(s.get('last_from')):<17.17}",
         ]
+        conversation = str(s.get("conversation") or "-")
+        restarts = int(s.get("restarts") or 0)
+        if wide:
+            cells += [f"{s.get('release') or '-'!s:<9.9}", f"{conversation:<8.8}", f"{restarts:>2}"]
         if hosted:
             cells.append(str(s.get("host") or "here"))
-        add("  " + " ".join(cells), seat=str(s.get("role")), message=queued.get(str(s.get("role"))), choose=True)
+        detail = (
+            f"{s.get('role')}: release {s.get('release') or '-'}  conversation {conversation}  "
+            f"restarted {restarts} time{'' if restarts == 1 else 's'}" + (f"  on {s['host']}" if s.get("host") else "")
+        )
+        role = str(s.get("role"))
+        add("  " + " ".join(cells), seat=role, message=queued.get(role), detail=detail, choose=True)
     room = height - len(rows) - 3
     if room > 0 and log:
         add("LOG")

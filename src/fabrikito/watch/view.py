@@ -3,10 +3,11 @@
 It reads only what the watcher writes (``watcher.json``) and the log's last
 lines, once a second or on a key: a viewer adds no tmux call.  The chosen row
 (up/down, j/k) is marked with ``>`` as well as reversed, so it reads without
-colour.  ``a`` attaches to the row's seat (``switch-client`` inside the team's
-own tmux server, else ``tmux attach`` until you detach), ``f`` runs
-``fabrikito flush``, ``r``/``d`` release or drop the row's queued message;
-each asks ``y/n`` first.  Ctrl-C, ``q`` and SIGTERM end it with the terminal as
+colour; a chosen seat's release, conversation and restarts are on the line over
+the keys (a wide terminal has them as columns too).  ``a`` attaches to the
+row's seat (``switch-client`` inside the team's own tmux server, else ``tmux
+attach`` until you detach), ``f`` runs ``fabrikito flush``, ``r``/``d``
+release or drop the row's queued message; each asks ``y/n`` first.  Ctrl-C, ``q`` and SIGTERM end it with the terminal as
 it was (curses' ``wrapper`` restores it on the way out).
 """
 
@@ -30,11 +31,11 @@ def current(team: Team, *, width: int, height: int) -> layout.Frame:
     state = layout.read_state(watcherproc.state_path(team))
     if state is not None and not watcherproc.info(team).running:
         state = None
-    return layout.frame(team.name, state, layout.log_tail(team.log_path, LOG_LINES), width=width, height=height - 1)
+    return layout.frame(team.name, state, layout.log_tail(team.log_path, LOG_LINES), width=width, height=height - 2)
 
 
 def text_frame(team: Team) -> str:
-    found = current(team, width=100, height=41)
+    found = current(team, width=100, height=42)
     return "\n".join(r.text for r in found.lines)
 
 
@@ -87,18 +88,20 @@ def _draw(scr: Any, shown: layout.Frame, chosen: int, said: str, width: int, hei
 
     scr.erase()
     marked = shown.choices[chosen] if shown.choices else -1
-    for y, row in enumerate(shown.lines[: height - 1]):
+    for y, row in enumerate(shown.lines[: height - 2]):
         text = (">" + row.text[1:]) if y == marked else row.text
         try:
             scr.addstr(y, 0, text[: width - 1], curses.A_REVERSE if y == marked else curses.A_NORMAL)
         except curses.error:
             pass
     bottom = said or layout.KEYS_LINE
-    if shown.choices or said:
-        try:
-            scr.addstr(height - 1, 0, layout.clip(bottom, width - 1))
-        except curses.error:
-            pass
+    about = shown.lines[marked].detail if marked >= 0 else None
+    for y, line in ((height - 2, about), (height - 1, bottom if shown.choices or said else None)):
+        if line:
+            try:
+                scr.addstr(y, 0, layout.clip(line, width - 1))
+            except curses.error:
+                pass
     scr.refresh()
 
 

@@ -9,9 +9,14 @@ thread (:mod:`~fabrikito.watch.notify`), rewrites ``watcher.json`` (what
 each :class:`RoundConsumer` with the round's reading.
 
 Started by ``up`` (:mod:`fabrikito.launch.watcherproc`) as
-``python -m fabrikito.watch.watcher TEAM_FILE``; SIGTERM or SIGINT end it
-after the round it is in.  Its errors go to ``watcher.err`` (stderr), one
-line each, and never end it.
+``python -m fabrikito.watch.watcher TEAM_FILE``; SIGTERM, SIGINT or SIGHUP end
+it after the round it is in.  It ends by itself with its team: once the
+team's state folder or its team file is gone, or the team's tmux server has
+been gone for :data:`TEAM_GONE_AFTER` seconds (every seat told as gone by
+then) and no seat of it restarts on exit.  A changed team file is read again
+between rounds (thresholds, ``notify``, the restart policy); one that does
+not load is said once and the last good one kept.  Its errors go to
+``watcher.err`` (stderr), one line each, and never end it.
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ from fabrikito.watch.observe import local_part, observe
 from fabrikito.watch.tracker import Tracker
 
 STATE_VERSION = 1
+TEAM_GONE_AFTER = 30.0  # seconds without the team's tmux server before a watcher with nothing to restart ends
 
 
 class RoundConsumer(Protocol):
@@ -49,20 +55,34 @@ class RoundConsumer(Protocol):
     def __call__(self, found: Status, now: float) -> None: ...
 
 
+class RestartRound:
+    """The auto-restart policy as a round consumer, for the seats here whose ``restart`` is ``on-exit`` (it
+    takes each pane's state from the round's reading, and starts a seat again through ``up``: the round waits
+    for that seat's box).  A team file read again gives it the new team; its restart history is kept."""
+
+    def __init__(self, team: Team) -> None:
+        from fabrikito.launch import autorestart
+
+        self.policy = autorestart.AutoRestart(team, autorestart.start_resumed)
+        self.wanted = autorestart.wanted(local_part(team))
+
+    def retarget(self, team: Team) -> None:
+        from fabrikito.launch import autorestart
+
+        self.policy.team = team
+        self.wanted = autorestart.wanted(local_part(team))
+
+    def __call__(self, found: Status, now: float) -> None:
+        from fabrikito.launch import autorestart
+
+        if self.wanted:
+            self.policy.round(autorestart.seen_in(found), now)  # only this machine's seats are in the reading
+
+
 def default_consumers(team: Team) -> list[RoundConsumer]:
-    """The consumers a team's watcher runs after each round: the auto-restart policy, for a team with a seat
-    here whose ``restart`` is ``on-exit`` (it takes each pane's state from the round's reading, and starts a
-    seat again through ``up``: the round waits for that seat's box)."""
-    from fabrikito.launch import autorestart
-
-    if not autorestart.wanted(local_part(team)):
-        return []
-    policy = autorestart.AutoRestart(team, autorestart.start_resumed)
-
-    def restart_round(found: Status, now: float) -> None:
-        policy.round(autorestart.seen_in(found), now)  # only this machine's seats are in the reading
-
-    return [restart_round]
+    """The consumers a team's watcher runs after each round: the auto-restart policy (:class:`RestartRound`;
+    it acts only while a seat here has ``restart = "on-exit"``)."""
+    return [RestartRound(team)]
 
 
 def report(line: str) -> None:
@@ -91,6 +111,56 @@ class Watcher:
         self.hosts = remote.Hosts(team) if team.across_hosts and hosts.here_of(team) is None else None
         self.last_error = ""
         self.rounds = 0
+        self.stamp = file_stamp(team.path)
+        self.server_gone_since: float | None = None
+
+    def ended(self, now: float | None = None) -> str | None:
+        """Why the watcher's team is gone, so it ends (``None`` while it is not): said on its error file."""
+        now = time.time() if now is None else now
+        if not self.team.state_dir.is_dir():
+            return f"the team's state folder {self.team.state_dir} is gone: the watcher ends"
+        if not self.team.path.exists():
+            return f"the team file {self.team.path} is gone: the watcher ends (`fabrikito up` starts it again)"
+        gone = self.server_gone_since
+        if gone is None or now - gone < TEAM_GONE_AFTER or self.unwritten:
+            return None
+        if any(getattr(c, "wanted", False) for c in self.consumers):
+            return None  # its restarts bring the seats back
+        return (
+            f"the team's tmux server has been gone for {now - gone:.0f}s and every seat was told as gone: the "
+            "watcher ends (`fabrikito up` starts the team and its watcher again)"
+        )
+
+    def reload(self) -> bool:
+        """Read the team file again if it changed since it was last read; ``True`` when the new one is used.
+        One that does not load, or names another team, is said once and the one read before is kept."""
+        stamp = file_stamp(self.team.path)
+        if stamp is None or stamp == self.stamp:
+            return False
+        self.stamp = stamp
+        try:
+            team = teamfile.load(self.team.path)
+        except FabrikitoError as exc:
+            self._error(f"the changed team file was not taken, the one read before is kept: {exc}")
+            return False
+        if team.name != self.team.name or team.state_dir != self.team.state_dir:
+            self._error(
+                f"the team file now names team {team.name!r}: this watcher keeps watching {self.team.name!r} "
+                "(`fabrikito down`, then `fabrikito up`, to watch the new one)"
+            )
+            return False
+        self.team = team
+        self.local = local_part(team)
+        self.notifier.team = team
+        if self.hosts is not None:
+            self.hosts.close()  # the hosts may have changed: read them as the new file says
+        self.hosts = remote.Hosts(team) if team.across_hosts and hosts.here_of(team) is None else None
+        for consumer in self.consumers:
+            retarget = getattr(consumer, "retarget", None)
+            if callable(retarget):
+                retarget(team)
+        report(f"the team file changed: read again ({team.path})")
+        return True
 
     def _check_file(self) -> None:
         why = events.damaged(self.path)
@@ -105,6 +175,10 @@ class Watcher:
             self._error(f"the team could not be read this round: {exc}")
             return []
         now = time.time() if now is None else now
+        if found.server_running or not self.local.seats:
+            self.server_gone_since = None
+        elif self.server_gone_since is None:
+            self.server_gone_since = now
         readings = self.hosts.latest() if self.hosts is not None else {}
         found_now = conditions(found, self.team.watch, now)
         found_now.update(remote.conditions(self.team, readings))  # the other hosts' watchers tell the rest
@@ -161,6 +235,15 @@ class Watcher:
         if self.hosts is not None:
             self.hosts.close()
         self.notifier.close()
+
+
+def file_stamp(path: Path) -> tuple[int, int, int, int, int] | None:
+    """What changes when a file is written or replaced (``None`` when it cannot be read)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns, st.st_size
 
 
 def write_state(
@@ -236,7 +319,12 @@ def main(argv: list[str] | None = None) -> int:
         while not stop.is_set():
             started = time.monotonic()
             watcher.round()
-            stop.wait(max(0.0, team.watch.round - (time.monotonic() - started)))
+            why = watcher.ended()
+            if why is not None:
+                report(why)
+                break
+            watcher.reload()
+            stop.wait(max(0.0, watcher.team.watch.round - (time.monotonic() - started)))
     finally:
         watcher.close()
         os.close(fd)
