@@ -135,3 +135,22 @@ def test_a_watcher_ends_once_its_server_has_been_gone_a_while_unless_a_seat_rest
         assert restarting.ended(start + 10 * TEAM_GONE_AFTER) is None  # its restarts would bring the seats back
     finally:
         restarting.close()
+
+
+def test_a_team_file_gone_for_a_moment_as_an_editor_saves_it_does_not_end_the_watcher(tmp_path: Path) -> None:
+    from fabrikito.watch.watcher import FILE_GONE_AFTER
+
+    team, _ = team_with(tmp_path)
+    watcher = Watcher(team)
+    try:
+        start = time.time()
+        aside = team.path.with_name("team.toml~")
+        team.path.rename(aside)
+        assert watcher.ended(start) is None and watcher.ended(start + FILE_GONE_AFTER / 2) is None
+        aside.rename(team.path)  # written again
+        assert watcher.ended(start + 2 * FILE_GONE_AFTER) is None
+        team.path.unlink()
+        assert watcher.ended(start + 3 * FILE_GONE_AFTER) is None
+        assert "is gone: the watcher ends" in (watcher.ended(start + 4 * FILE_GONE_AFTER + 0.1) or "")
+    finally:
+        watcher.close()

@@ -46,6 +46,7 @@ from fabrikito.watch.observe import local_part, observe
 from fabrikito.watch.tracker import Tracker
 
 STATE_VERSION = 1
+FILE_GONE_AFTER = 2.0  # seconds without the team file before the watcher ends
 TEAM_GONE_AFTER = 30.0  # seconds without the team's tmux server before a watcher with nothing to restart ends
 
 
@@ -113,13 +114,18 @@ class Watcher:
         self.rounds = 0
         self.stamp = file_stamp(team.path)
         self.server_gone_since: float | None = None
+        self.file_gone_since: float | None = None
 
     def ended(self, now: float | None = None) -> str | None:
         """Why the watcher's team is gone, so it ends (``None`` while it is not): said on its error file."""
         now = time.time() if now is None else now
         if not self.team.state_dir.is_dir():
             return f"the team's state folder {self.team.state_dir} is gone: the watcher ends"
-        if not self.team.path.exists():
+        if self.team.path.exists():
+            self.file_gone_since = None
+        elif self.file_gone_since is None:
+            self.file_gone_since = now  # an editor may remove the file a moment before writing it again
+        elif now - self.file_gone_since >= FILE_GONE_AFTER:
             return f"the team file {self.team.path} is gone: the watcher ends (`fabrikito up` starts it again)"
         gone = self.server_gone_since
         if gone is None or now - gone < TEAM_GONE_AFTER or self.unwritten:
