@@ -7,8 +7,9 @@ colour; a chosen seat's release, conversation and restarts are on the line over
 the keys (a wide terminal has them as columns too).  ``a`` attaches to the
 row's seat (``switch-client`` inside the team's own tmux server, else ``tmux
 attach`` until you detach), ``f`` runs ``fabrikito flush``, ``r``/``d``
-release or drop the row's queued message; each asks ``y/n`` first.  Ctrl-C, ``q`` and SIGTERM end it with the terminal as
-it was (curses' ``wrapper`` restores it on the way out).
+release or drop the row's queued message; each asks ``y/n`` first.  Ctrl-C,
+``q``, SIGTERM and SIGHUP end it with the terminal as it was (curses'
+``wrapper`` restores it on the way out).
 """
 
 from __future__ import annotations
