@@ -22,6 +22,7 @@ from fabrikito.offline.replies import Reply
 from fabrikito.offline.seatkit import LiveSeat, SeatFactory
 from fabrikito.offline.standin import StandIn
 from fabrikito.team import teamfile
+from fabrikito.watch import notify
 
 from .teamkit import clean_env, fabrikito, open_permission_prompt, wait_for
 
@@ -150,6 +151,10 @@ def test_permission_prompt_held_dialog_and_api_error_are_told_once_and_resolved(
     event = wait_event(team, "permission", "ask")
     assert "Do you want to proceed?" in event.detail and "attach" in event.detail, event.detail
     told_once(team, notify_file, "permission ask")
+    # Killed once its notify has finished and been recorded (killed between the two, the next watcher tells
+    # it again: docs/watch.md)
+    loaded = teamfile.load(team)
+    wait_for(lambda: (notify.read_cursor(loaded) or (0, ""))[1] == "permission ask", 10, "the told cursor")
     os.kill(first, signal.SIGKILL)
     wait_for(lambda: not watcherproc.info(teamfile.load(team)).running, 10, "the killed watcher's lock to go")
     start_watcher(team)
