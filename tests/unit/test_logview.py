@@ -185,3 +185,42 @@ def test_json_output_shows_no_character_a_terminal_acts_on() -> None:
     assert json.loads(shown) == {"message": text}
     assert not any(ch in shown for ch in "\u202e\x9b\x7f\x1b")
     assert "\\u202e" in shown and "é" in logview.json_text("é")
+
+
+@pytest.mark.parametrize("spill", [3, 20_000])
+def test_a_query_streamed_prints_what_the_whole_list_would(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, spill: int
+) -> None:
+    """log's table and --json, built a line at a time (rows spilled to a temporary file past SPILL), equal
+    the table and the document made of every line at once: widths from the widest row, torn and foreign
+    lines, many-line messages, bytes that are not UTF-8."""
+    import io
+
+    from fabrikito.log import logread
+
+    log = tmp_path / "messages.log"
+    messages: list[str | bytes] = ["one", "two\nlines", "ü and \x1b[31m", "é" * 30, b"bad \xff byte"] * 3
+    raw = b"".join(
+        msglog.format_line(T0 + 60 * i, "owner", f"seat{'x' * (i % 7)}", Outcome.DELIVERED, m)
+        for i, m in enumerate(messages)
+    )
+    log.write_bytes(raw[:200] + b"not a log line \xff\xfe\n" + raw[200:] + b"2026-10-30T14:09:00\ttorn")
+    items = logread.select(log)
+    whole_text = logview.render(items, logview.Filters())
+    whole_json = (
+        logview.json_text(
+            {"version": logview.JSON_VERSION, "records": [logview.item_json(n, it) for n, it in items]}, indent=2
+        )
+        + "\n"
+    )
+    monkeypatch.setattr(logview, "SPILL", spill)
+    table = logview.Table()
+    for number, item in logread.each(log):
+        table.add(number, item, logview.Filters())
+    assert "".join(table.lines()) == whole_text
+    out = io.StringIO()
+    logview.write_json(out, logread.each(log))
+    assert out.getvalue() == whole_json and json.loads(out.getvalue())["records"]
+    empty = io.StringIO()
+    logview.write_json(empty, iter([]))
+    assert empty.getvalue() == logview.json_text({"version": logview.JSON_VERSION, "records": []}, indent=2) + "\n"

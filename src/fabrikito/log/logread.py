@@ -52,11 +52,24 @@ def select(
     keep: Callable[[Record], bool] = lambda _record: True,
 ) -> list[Item]:
     """The lines a query shows, in log order: in ``window``, kept by ``keep``, the last ``last`` of them."""
+    return list(each(path, window, last=last, keep=keep))
+
+
+def each(
+    path: str | os.PathLike[str],
+    window: Window = EVERYTHING,
+    *,
+    last: int | None = None,
+    keep: Callable[[Record], bool] = lambda _record: True,
+) -> Iterator[Item]:
+    """:func:`select`'s lines one at a time, read as they are taken (the files stay open until the end or
+    until the iterator is closed): a query that shows the whole log holds one line of it."""
     fds = rotate.open_generations(path)
     try:
         if last is not None:
-            return _last(fds, window, last, keep)
-        return list(_shown(_forward(fds, _start(fds, window), window), window, keep))
+            yield from _last(fds, window, last, keep)
+        else:
+            yield from _shown(_forward(fds, _start(fds, window), window), window, keep)
     finally:
         rotate.close_all(fds)
 

@@ -19,7 +19,7 @@ import os
 import re
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 from fabrikito import TYPE_CHECKING
@@ -35,6 +35,7 @@ JSON_VERSION = 1
 FOLLOW_ROUTE_WIDTH = 24
 NEWLINE = b"\n"
 OUTCOME_WIDTH = max(len(o.value) for o in Outcome)
+SPILL = 20_000  # rows of a table held in memory; past them the table goes to a temporary file
 _RELATIVE = re.compile(r"(\d+)([smhd])\Z")
 _ABSOLUTE = re.compile(r"(\d{4}-\d\d-\d\d)(?:[T ](\d\d:\d\d(?::\d\d)?))?\Z")
 _TIME_ONLY = re.compile(r"\d\d:\d\d(?::\d\d)?\Z")
@@ -90,13 +91,14 @@ def cmd_log(args: argparse.Namespace) -> int:
             return 0
         if team.across_hosts:
             return _merged(team, [(n or 0, it) for n, it in read_log(team.log_path)], filters, as_json=args.json)
-        items = logread.select(team.log_path, window, last=last, keep=filters.keep)
+        items = logread.each(team.log_path, window, last=last, keep=filters.keep)
         if args.json:
-            records = [item_json(n, it) for n, it in items]
-            out.write(json_text({"version": JSON_VERSION, "records": records}, indent=2))
-            out.write("\n")
+            write_json(out, items)
         else:
-            out.write(render(items, Filters()))
+            table = Table()
+            for number, item in items:
+                table.add(number, item, Filters())
+            out.writelines(table.lines())
     except KeyboardInterrupt:
         return 0
     except BrokenPipeError:
@@ -217,28 +219,80 @@ def render(
             for host, pair in zip(where, items, strict=True)
             if not isinstance(pair[1], Record) or filters.keep(pair[1])
         )
-    rows: list[tuple[str, str, str, str] | str] = []
+    table = Table(min_route)
     for number, item in items:
+        table.add(number, item, filters)
+    return "".join(table.lines())
+
+
+class Table:
+    """:func:`render`'s aligned table, built a line at a time: its columns are as wide as their widest cell,
+    so nothing is written before the last line is in.  Up to :data:`SPILL` rows are held in memory, then
+    every row goes to a temporary file: a query that shows a month of log holds no more than that."""
+
+    def __init__(self, min_route: int = 0) -> None:
+        self.rows: list[tuple[str, str, str, str] | str] = []
+        self.spill: Any = None  # the temporary file, once there are more than SPILL rows
+        self.route_width = min_route
+        self.outcome_width = OUTCOME_WIDTH
+
+    def add(self, number: int | None, item: Record | Foreign, filters: Filters) -> None:
+        row: tuple[str, str, str, str] | str
         if isinstance(item, Foreign):
             where = "" if number is None else f"line {number}: "
-            rows.append(f"{where}{item.reason}: {shown(item.raw.removesuffix(NEWLINE))}")
+            row = f"{where}{item.reason}: {shown(item.raw.removesuffix(NEWLINE))}"
         elif filters.keep(item):
             route = f"{shown(item.sender)} → {shown(item.recipient)}"
-            rows.append((item.time, route, item.outcome, shown(item.message)))
-    tables = [r for r in rows if isinstance(r, tuple)]
-    route_width = max((len(r[1]) for r in tables), default=min_route)
-    outcome_width = max([OUTCOME_WIDTH, *(len(r[2]) for r in tables)])
-    out = []
-    for row in rows:
-        if isinstance(row, str):
-            out.append(f"?? {row}\n")
-            continue
-        when, route, outcome, message = row
-        head = f"{when}  {route:<{route_width}}  {outcome:<{outcome_width}}  "
-        lines = message.split("\n")
-        out.append(head + lines[0] + "\n")
-        out.extend(" " * len(head) + more + "\n" for more in lines[1:])
-    return "".join(out)
+            row = (item.time, route, item.outcome, shown(item.message))
+            self.route_width = max(self.route_width, len(route))
+            self.outcome_width = max(self.outcome_width, len(item.outcome))
+        else:
+            return
+        if self.spill is None and len(self.rows) < SPILL:
+            self.rows.append(row)
+            return
+        if self.spill is None:
+            import tempfile
+
+            self.spill = tempfile.TemporaryFile("w+", encoding="utf-8", errors="surrogateescape")  # noqa: SIM115 (closed by lines())
+            self.spill.writelines(json.dumps(r) + "\n" for r in self.rows)
+            self.rows = []
+        self.spill.write(json.dumps(row) + "\n")
+
+    def lines(self) -> Iterator[str]:
+        """The table's lines, each ending in a newline (the temporary file is closed after the last)."""
+        if self.spill is None:
+            yield from self._format(self.rows)
+            return
+        try:
+            self.spill.seek(0)
+            decoded = (json.loads(line) for line in self.spill)
+            yield from self._format(r if isinstance(r, str) else tuple(r) for r in decoded)
+        finally:
+            self.spill.close()
+
+    def _format(self, rows: Iterable[tuple[str, str, str, str] | str]) -> Iterator[str]:
+        for row in rows:
+            if isinstance(row, str):
+                yield f"?? {row}\n"
+                continue
+            when, route, outcome, message = row
+            head = f"{when}  {route:<{self.route_width}}  {outcome:<{self.outcome_width}}  "
+            lines = message.split("\n")
+            yield head + lines[0] + "\n"
+            yield from (" " * len(head) + more + "\n" for more in lines[1:])
+
+
+def write_json(out: Any, items: Iterable[logread.Item]) -> None:
+    """``log --json``: the same document as :func:`json_text` of every record with ``indent=2``, written a
+    record at a time."""
+    out.write(f'{{\n  "version": {JSON_VERSION},\n  "records": [')
+    first = True
+    for number, item in items:
+        body = json_text(item_json(number, item), indent=2).replace("\n", "\n    ")
+        out.write(("\n    " if first else ",\n    ") + body)
+        first = False
+    out.write("]\n}\n" if first else "\n  ]\n}\n")
 
 
 _JSON_UNSAFE = re.compile("[\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
