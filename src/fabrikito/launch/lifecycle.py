@@ -1,8 +1,9 @@
-"""``up`` and ``down``: start the team's seats, wait for their boxes, give each its kickoff, stop them.
+"""``up`` and ``restart``: start the team's seats, wait for their boxes, give each its kickoff.
 
 What each seat is started with (its generated settings, prompt and command)
 is :mod:`fabrikito.launch.seatfiles`; the kickoff goes through
 :func:`fabrikito.delivery.engine.deliver` like any other message.
+``down`` is :mod:`fabrikito.launch.teardown` (``restart`` stops a seat through it).
 """
 
 from __future__ import annotations
@@ -39,8 +40,7 @@ from fabrikito.launch.seatfiles import (
     write_seat_files,
 )
 from fabrikito.launch.seatfiles import select_seats as select_seats  # noqa: PLC0414 re-exported
-from fabrikito.launch.teardown import STOP_GRACE as STOP_GRACE  # noqa: PLC0414 re-exported: up and down live here
-from fabrikito.launch.teardown import down as down  # noqa: PLC0414 re-exported: up and down live here
+from fabrikito.launch.teardown import down
 from fabrikito.log import msglog
 from fabrikito.screen import FailClosedRecogniser, ScreenState, recogniser_for
 from fabrikito.team.teamfile import Seat, Team
