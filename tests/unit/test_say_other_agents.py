@@ -27,15 +27,7 @@ class Reader(StandardChecks):
     """Reads the replayed screens below: ``<box text>|busy`` or ``<box text>|idle``."""
 
     def __init__(self, agent: str) -> None:
-        self._agent = agent
-
-    @property
-    def agent(self) -> str:
-        return self._agent
-
-    @property
-    def version(self) -> str:
-        return "test"
+        super().__init__(agent, "test")
 
     def recognise(self, snapshot: PaneSnapshot) -> BoxReading:
         """As the Codex and Gemini recognisers do: a busy screen is never typable (not recognised, busy)."""

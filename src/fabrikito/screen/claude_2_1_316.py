@@ -434,15 +434,7 @@ class Claude21316(StandardChecks):
     dialect = DIALECT
 
     def __init__(self, version: str = VERSION) -> None:
-        self._version = version
-
-    @property
-    def agent(self) -> str:
-        return "claude"
-
-    @property
-    def version(self) -> str:
-        return self._version
+        super().__init__("claude", version)
 
     def recognise(self, snapshot: PaneSnapshot) -> BoxReading:
         return recognise(snapshot, self)
