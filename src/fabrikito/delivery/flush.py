@@ -24,7 +24,7 @@ from fabrikito.base import statedir
 from fabrikito.base.errors import FabrikitoError, StateFileError, TmuxError
 from fabrikito.base.tmux import Server
 from fabrikito.base.values import frozen
-from fabrikito.delivery import engine, refusals, seatlock
+from fabrikito.delivery import engine, seatlock
 from fabrikito.delivery.grow import Grower
 from fabrikito.delivery.identity import UNKNOWN_SENDER
 from fabrikito.delivery.oneline import Interrupted, OneLine, guarded, signals_raise
@@ -82,8 +82,7 @@ def _flush_locked(ctx: engine.Context, seat: Seat) -> FlushResult:
         if reading.busy and not pane.kind.deliver_while_busy:
             return FlushResult(msglog.Outcome.NOT_FLUSHED, _busy(pane.kind))
         if reading.state is ScreenState.READY:
-            statedir.remove_quietly(seatlock.paste_record_path(ctx.team, seat.role))
-            refusals.clear(seatlock.say_dir(ctx.team), seat.role)
+            engine.box_done(ctx.team, seat.role)
             return FlushResult(msglog.Outcome.FLUSH_NOTHING, "the box is empty: nothing to flush")
         record = _read_record(ctx.team, seat.role)
         if record is None:
@@ -122,14 +121,10 @@ def _flush_locked(ctx: engine.Context, seat: Seat) -> FlushResult:
                 msglog.Outcome.NOT_FLUSHED,
                 "one Enter was sent but the box was not seen empty afterwards; flush does not retry: attach and look",
             )
-        statedir.remove_quietly(seatlock.paste_record_path(ctx.team, seat.role))
-        refusals.clear(seatlock.say_dir(ctx.team), seat.role)
+        engine.box_done(ctx.team, seat.role)
         return FlushResult(msglog.Outcome.FLUSHED, "")
     finally:
-        try:
-            grower.restore()
-        except TmuxError:
-            pass
+        grower.restore_quietly()
 
 
 def _busy(kind: Any) -> str:
