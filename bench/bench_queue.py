@@ -34,7 +34,7 @@ from bench.bench_up import offline_team, stop  # noqa: E402 -- after the path is
 from bench.report import write_section  # noqa: E402
 
 from fabrikito.cli import serverctl  # noqa: E402
-from fabrikito.delivery import queue, say, seatpane, worker, workerstate  # noqa: E402
+from fabrikito.delivery import engine, queue, seatpane, worker, workerstate  # noqa: E402
 from fabrikito.launch import lifecycle  # noqa: E402
 from fabrikito.offline import claude_setup  # noqa: E402
 from fabrikito.offline.standin import StandIn  # noqa: E402
@@ -86,7 +86,7 @@ def main() -> None:
         os.environ.pop(name, None)
     standin = StandIn().start()
     latencies: list[float] = []
-    direct: list[float] = []  # the engine alone (say.deliver in-process) into a ready, idle seat
+    direct: list[float] = []  # the engine alone (engine.deliver in-process) into a ready, idle seat
     lost = 0
     try:
         with tempfile.TemporaryDirectory() as tmp:
@@ -139,10 +139,10 @@ def main() -> None:
                         lost += 1
                     other = team.seat(roles[(n + SEATS // 2) % SEATS])  # idle since its trial: the baseline
                     assert other is not None
-                    ctx = say.Context(team=team, server=team.server(), panes=seatpane.list_panes(team.server()))
+                    ctx = engine.Context(team=team, server=team.server(), panes=seatpane.list_panes(team.server()))
                     t0 = time.monotonic()
-                    done = say.deliver(ctx, other, "owner", f"direct {n}")
-                    if done.result is say.Result.DELIVERED:
+                    done = engine.deliver(ctx, other, "owner", f"direct {n}")
+                    if done.result is engine.Result.DELIVERED:
                         direct.append(time.monotonic() - t0)
             finally:
                 worker.stop(team)
@@ -167,7 +167,7 @@ def main() -> None:
             f"| box ready → delivered, p50 ({len(latencies)} trials) | **{p50:.2f} s** | ≤ 0.5 s |",
             f"| box ready → delivered, p99 | **{p99:.2f} s** | ≤ 1.5 s |",
             f"| not delivered within 30 s | {lost} | 0 |",
-            f"| baseline: `say.deliver` alone into a ready seat, median ({len(direct)}, same run) "
+            f"| baseline: `engine.deliver` alone into a ready seat, median ({len(direct)}, same run) "
             f"| {base:.2f} s (queue p50 = {p50 / base:.1f}x) | - |",
             f"| worker CPU, nothing queued ({IDLE_SECONDS:g} s) | **{cpu_idle:.2f} %** of a core | < 1 % |",
             f"| worker CPU, a message waiting behind a draft in all {SEATS} boxes "

@@ -42,7 +42,7 @@ from bench.report import fabrikito_cli, write_section  # noqa: E402
 from fabrikito.base.errors import TmuxError  # noqa: E402
 from fabrikito.base.tmux import Server  # noqa: E402
 from fabrikito.cli import serverctl  # noqa: E402
-from fabrikito.delivery import say, seatpane  # noqa: E402
+from fabrikito.delivery import engine, seatpane  # noqa: E402
 from fabrikito.offline import claude_setup, seatkit  # noqa: E402
 from fabrikito.offline.standin import StandIn  # noqa: E402
 from fabrikito.team import teamfile  # noqa: E402
@@ -125,11 +125,11 @@ def main() -> None:
                 times[FLOOR].append(to_request(standin, mark, f"floor round {i} ", t0))
 
                 mark = standin.mark()
-                ctx = say.Context(team=team, server=server, panes=seatpane.list_panes(server))
+                ctx = engine.Context(team=team, server=server, panes=seatpane.list_panes(server))
                 t0 = time.monotonic()
-                result = say.deliver(ctx, team.seats[0], "live-test", f"engine round {i} please look")
+                result = engine.deliver(ctx, team.seats[0], "live-test", f"engine round {i} please look")
                 wall[ENGINE].append(time.monotonic() - t0)
-                assert result.result is say.Result.DELIVERED, result
+                assert result.result is engine.Result.DELIVERED, result
                 times[ENGINE].append(to_request(standin, mark, f"engine round {i} ", t0))
 
                 for name, (cli_env, word) in variants.items():

@@ -27,7 +27,7 @@ from bench.report import write_section  # noqa: E402 -- after the path is set
 
 from fabrikito.base.errors import TmuxError  # noqa: E402
 from fabrikito.cli import serverctl  # noqa: E402
-from fabrikito.launch import lifecycle, status  # noqa: E402
+from fabrikito.launch import lifecycle, status, teardown  # noqa: E402
 from fabrikito.offline import claude_setup, seatkit  # noqa: E402
 from fabrikito.offline.standin import StandIn  # noqa: E402
 from fabrikito.team import teamfile  # noqa: E402 -- after the path is set
@@ -82,7 +82,7 @@ def agent_cpu(team: Team) -> float:
 
 
 def stop(team: Team, home: Path) -> None:
-    lifecycle.down(team, out=lambda _line: None, stop_helpers=[serverctl.stop])
+    teardown.down(team, out=lambda _line: None, stop_helpers=[serverctl.stop])
     try:
         team.server().kill_server()
     except TmuxError:

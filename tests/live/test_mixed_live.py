@@ -22,7 +22,7 @@ from fabrikito.base.tmux import Server
 from fabrikito.base.tmuxcontrol import CONTROL_SESSION
 from fabrikito.cli import serverctl
 from fabrikito.delivery import seatpane
-from fabrikito.launch import lifecycle, seatfiles
+from fabrikito.launch import lifecycle, seatfiles, teardown
 from fabrikito.offline import api_gemini, api_openai, claude_setup, demo_mixed, other_setup, seatkit
 from fabrikito.offline.replies import Reply
 from fabrikito.offline.seatkit import wait_until
@@ -89,7 +89,7 @@ class Mixed:
 
     def close(self) -> None:
         try:
-            lifecycle.down(self.team, out=self.lines.append, server=self.server, grace=3.0)
+            teardown.down(self.team, out=self.lines.append, server=self.server, grace=3.0)
         finally:
             try:
                 self.server.kill_server()
@@ -120,7 +120,7 @@ def test_up_starts_codex_and_gemini_unattended_and_down_leaves_no_process(mixed:
     before = mixed.left_behind()
     assert len(before) >= 3
     lines: list[str] = []
-    assert lifecycle.down(mixed.team, out=lines.append, server=mixed.server) == 0, lines
+    assert teardown.down(mixed.team, out=lines.append, server=mixed.server) == 0, lines
     assert mixed.left_behind() == []
 
 
@@ -165,7 +165,7 @@ def test_a_claude_seats_sendmessage_reaches_a_codex_seat_through_its_inbox(mixed
     inbox_entries = [p for p in registry if "fabrikitoInbox" in p.read_text(encoding="utf-8")]
     assert sorted(json.loads(p.read_text(encoding="utf-8"))["name"] for p in inbox_entries) == ["mixed-cx", "mixed-gm"]
     lines: list[str] = []
-    assert lifecycle.down(mixed.team, out=lines.append, server=mixed.server) == 0, lines
+    assert teardown.down(mixed.team, out=lines.append, server=mixed.server) == 0, lines
     assert not [p for p in inbox_entries if p.exists()]
 
 

@@ -334,7 +334,7 @@ def test_its_control_client_gone_its_commands_run_tmux_themselves(team: teamfile
 
 def test_down_removes_a_control_session_its_server_left(team: teamfile.Team) -> None:
     from fabrikito.base import tmuxcontrol
-    from fabrikito.launch import lifecycle
+    from fabrikito.launch import teardown
 
     tmux = team.server()
     assert serverctl.ensure_running(team)
@@ -344,7 +344,7 @@ def test_down_removes_a_control_session_its_server_left(team: teamfile.Team) -> 
     os.kill(pid, signal.SIGKILL)  # no kill-session from it: its session stays
     wait_until(lambda: tmux.run("list-clients").strip() == "")
     said: list[str] = []
-    assert lifecycle.down(team, out=said.append, grace=1.0) == 0
+    assert teardown.down(team, out=said.append, grace=1.0) == 0
     assert any(
         line.startswith(f"removed the command server's tmux session {tmuxcontrol.CONTROL_SESSION}") for line in said
     )

@@ -430,15 +430,15 @@ def test_size_limit_rule() -> None:
     limit = protocol.MAX_SERIALIZED_CHARS
     assert limit == 1_000_000
     client.check_text("a" * limit)  # a plain million characters: delivered by 2.1.316
-    with pytest.raises(sessions.TooLargeError) as caught:
+    with pytest.raises(sessions.MessageTooLargeError) as caught:
         client.check_text("a" * (limit + 1))
     assert caught.value.exit_code == sessions.EXIT_TOO_LARGE
     assert "1,000,001" in caught.value.message
     client.check_text("x\n" * (limit // 3))  # each newline serializes to two characters
-    with pytest.raises(sessions.TooLargeError):
+    with pytest.raises(sessions.MessageTooLargeError):
         client.check_text("x\n" * (limit // 3) + "\n")
     client.check_text("🎉" * (limit // 2))  # two UTF-16 units each
-    with pytest.raises(sessions.TooLargeError):
+    with pytest.raises(sessions.MessageTooLargeError):
         client.check_text("🎉" * (limit // 2) + "a")
 
 
@@ -511,7 +511,7 @@ def test_send_by_name(registry: Registry, listener: Listener) -> None:
 
 def test_too_large_is_refused_before_connecting(registry: Registry, listener: Listener) -> None:
     registry.add("seat-a", socket_path=str(listener.path))
-    with pytest.raises(sessions.TooLargeError):
+    with pytest.raises(sessions.MessageTooLargeError):
         client.send("seat-a", "y" * 1_000_001, env=registry.env)
     time.sleep(0.3)
     assert listener.received == []

@@ -566,13 +566,13 @@ def test_an_inbox_killed_hard_is_cleaned_up_by_the_next_start_and_by_stop(tmp_pa
 
 
 def test_down_stops_a_seats_inbox_even_with_no_pane_up(tmp_path: Path) -> None:
-    from fabrikito.launch import lifecycle
+    from fabrikito.launch import teardown
 
     team, seat, home, env = _cx(tmp_path)
     assert server.start_inbox(team, seat, env=env)
     where = inboxfiles.places(team, "cx")
     said: list[str] = []
-    assert lifecycle.down(team, out=said.append) == 0
+    assert teardown.down(team, out=said.append) == 0
     assert "cx: stopped the inbox" in said[0], said
     assert not inboxfiles.read_info(where).running and not os.path.exists(where.socket)
     assert list((home / ".claude" / "sessions").iterdir()) == []

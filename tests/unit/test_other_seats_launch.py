@@ -13,7 +13,7 @@ import pytest
 from fabrikito.base import procs
 from fabrikito.base.errors import TmuxError
 from fabrikito.base.tmux import Server
-from fabrikito.launch import lifecycle, otherseat, reap, seatfiles
+from fabrikito.launch import lifecycle, otherseat, reap, seatfiles, teardown
 from fabrikito.team import check, teamfile
 from fabrikito.team.teamfile import Team
 
@@ -194,7 +194,7 @@ def test_down_ends_every_process_of_the_seat_and_none_remain(tmp_path: Path, ser
     seatfiles.write_seat_files(team, seat(team, "cx"))  # makes .state/<team>/seats/
     seatfiles.write_launch(team, "gm", seatfiles.LaunchRecord(pane, pid, "delivered", time.time(), ticks))
     lines: list[str] = []
-    code = lifecycle.down(team, ["gm"], out=lines.append, server=server, grace=2.0)
+    code = teardown.down(team, ["gm"], out=lines.append, server=server, grace=2.0)
     assert code == 0, lines
     assert procs.session_members(pid) == []
     assert not [p for p in before if procs.alive(p.pid)]
@@ -223,7 +223,7 @@ def test_down_after_the_tmux_server_was_killed_still_ends_what_survived(tmp_path
     time.sleep(0.5)
     assert procs.session_members(pid), "something survived the server, as Gemini CLI does"
     lines: list[str] = []
-    assert lifecycle.down(team, out=lines.append, server=server, grace=2.0) == 0, lines
+    assert teardown.down(team, out=lines.append, server=server, grace=2.0) == 0, lines
     assert any("its session is gone" in line for line in lines), lines
     assert procs.session_members(pid) == []
     assert seatfiles.read_launch(team, "gm") is None

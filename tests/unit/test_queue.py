@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from fabrikito.base.errors import UsageError
-from fabrikito.delivery import queue, queueview, say, seatlock, worker, workerstate
+from fabrikito.delivery import engine, queue, queueview, say, seatlock, worker, workerstate
 from fabrikito.delivery.queue import State
 from fabrikito.log import msglog
 from fabrikito.team import teamfile
@@ -64,17 +64,17 @@ class FakeSeats:
         self.looks.append(list(roles))
         return {r: self.ready(r) for r in roles}
 
-    def deliver(self, role: str, sender: str, text: str, on_paste: Callable[[], None]) -> say.Delivery:
+    def deliver(self, role: str, sender: str, text: str, on_paste: Callable[[], None]) -> engine.Delivery:
         try:
             on_paste()
         except seatlock.SeatRefusal as exc:
-            return say.Delivery(role, say.Result.REFUSED, str(exc))
+            return engine.Delivery(role, engine.Result.REFUSED, str(exc))
         seat = self.team.base_dir / f"seat-{role}"
         _append(seat, f"P {text}\n")
         time.sleep(self.pause)
         _append(seat, f"E {text}\n")
         time.sleep(self.pause)
-        return say.Delivery(role, say.Result.DELIVERED)
+        return engine.Delivery(role, engine.Result.DELIVERED)
 
 
 def _append(path: Path, line: str) -> None:
@@ -260,7 +260,7 @@ def test_a_message_dropped_while_the_worker_waits_to_paste_is_not_typed(tmp_path
     seats = FakeSeats(team)
     real = seats.deliver
 
-    def drop_first(role: str, sender: str, text: str, on_paste: Callable[[], None]) -> say.Delivery:
+    def drop_first(role: str, sender: str, text: str, on_paste: Callable[[], None]) -> engine.Delivery:
         if text == "dropped":
             queue.drop(team, first.id, by="owner")
         return real(role, sender, text, on_paste)
@@ -276,9 +276,9 @@ def test_say_queue_queues_only_what_the_seat_state_refused(tmp_path: Path, monke
     team = _team(tmp_path)
     out: list[str] = []
     results = [
-        say.Delivery("dev", say.Result.REFUSED, "the input box already holds text", waitable=True),
-        say.Delivery("qa", say.Result.REFUSED, "the lock is a symlink"),
-        say.Delivery("em", say.Result.DELIVERED),
+        engine.Delivery("dev", engine.Result.REFUSED, "the input box already holds text", waitable=True),
+        engine.Delivery("qa", engine.Result.REFUSED, "the lock is a symlink"),
+        engine.Delivery("em", engine.Result.DELIVERED),
     ]
     started: list[teamfile.Team] = []
 

@@ -18,7 +18,7 @@ from fabrikito.base import ssh
 from fabrikito.base.errors import TeamFileError
 from fabrikito.base.ssh import HostError, Problem
 from fabrikito.delivery import route, say
-from fabrikito.delivery.say import Result
+from fabrikito.delivery.engine import Result
 from fabrikito.launch import seatfiles, status
 from fabrikito.log import hostlogs, msglog
 from fabrikito.team import hosts, teamfile

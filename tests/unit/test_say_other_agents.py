@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from tests.unit.replay import Pane, Screen, replay_server, sent
 
-from fabrikito.delivery import engine, say, seatlock, seatpane
+from fabrikito.delivery import engine, seatlock, seatpane
 from fabrikito.screen import BoxReading, PaneSnapshot, ScreenState, StandardChecks
 from fabrikito.team import agents, teamfile
 
@@ -27,15 +27,7 @@ class Reader(StandardChecks):
     """Reads the replayed screens below: ``<box text>|busy`` or ``<box text>|idle``."""
 
     def __init__(self, agent: str) -> None:
-        self._agent = agent
-
-    @property
-    def agent(self) -> str:
-        return self._agent
-
-    @property
-    def version(self) -> str:
-        return "test"
+        super().__init__(agent, "test")
 
     def recognise(self, snapshot: PaneSnapshot) -> BoxReading:
         """As the Codex and Gemini recognisers do: a busy screen is never typable (not recognised, busy)."""
@@ -87,22 +79,22 @@ def _short_waits(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(engine, "ENTER_TIMEOUT", 0.2)
 
 
-def deliver(tmp_path: Path, kind: str, pane: Pane) -> say.Delivery:
+def deliver(tmp_path: Path, kind: str, pane: Pane) -> engine.Delivery:
     path = tmp_path / "team.toml"
     path.write_text(f'name = "t"\n[[seat]]\nrole = "dev"\nsession = "t-dev"\nagent = "{kind}"\n', encoding="utf-8")
     team = teamfile.load(path)
     server = replay_server(tmp_path, pane)
-    ctx = say.Context(team=team, server=server, panes=seatpane.list_panes(server), recogniser=Reader(kind))
+    ctx = engine.Context(team=team, server=server, panes=seatpane.list_panes(server), recogniser=Reader(kind))
     seat = team.seat("dev")
     assert seat is not None
-    return say.deliver(ctx, seat, "em", MESSAGE)
+    return engine.deliver(ctx, seat, "em", MESSAGE)
 
 
 def test_a_busy_seat_is_refused_with_nothing_typed(tmp_path: Path, agent: tuple[str, int]) -> None:
     kind, pid = agent
     pane = Pane(shown("", busy=True), pid=pid)
     result = deliver(tmp_path, kind, pane)
-    assert result.result is say.Result.REFUSED and result.waitable  # say --queue waits it out
+    assert result.result is engine.Result.REFUSED and result.waitable  # say --queue waits it out
     assert "busy with a turn" in result.reason and agents.kind(kind).display in result.reason
     assert sent(pane) == []
 
@@ -122,7 +114,7 @@ def test_the_enter_waits_the_agents_pause_after_the_paste(tmp_path: Path, agent:
         on_call=clock,
     )
     result = deliver(tmp_path, kind, pane)
-    assert result.result is say.Result.DELIVERED, result.reason  # the turn it started: busy, the box empty
+    assert result.result is engine.Result.DELIVERED, result.reason  # the turn it started: busy, the box empty
     assert sent(pane) == ["paste", "paste", "Enter"]
     assert times["send-keys"] - times["load-buffer"] >= agents.kind(kind).enter_delay
 
@@ -131,7 +123,7 @@ def test_no_enter_when_the_seat_turned_busy_after_the_paste(tmp_path: Path, agen
     kind, pid = agent
     pane = Pane(shown(""), {"paste": [shown(LABEL), shown(LABEL + MESSAGE, busy=True)]}, pid=pid)
     result = deliver(tmp_path, kind, pane)
-    assert result.result is say.Result.TYPED
+    assert result.result is engine.Result.TYPED
     assert sent(pane) == ["paste", "paste"]  # the text waits in the box for flush; no Enter into the turn
 
 
@@ -149,7 +141,7 @@ def test_no_enter_when_the_seat_turned_busy_during_the_pause(tmp_path: Path, age
 
     pane = Pane(shown(""), {"paste": [shown(LABEL), shown(LABEL + MESSAGE)]}, pid=pid, on_call=turn_busy)
     result = deliver(tmp_path, kind, pane)
-    assert result.result is say.Result.TYPED
+    assert result.result is engine.Result.TYPED
     assert "busy with a turn" in result.reason
     assert sent(pane) == ["paste", "paste"]
 
@@ -171,7 +163,7 @@ def test_flush_sends_no_enter_into_a_busy_seat(tmp_path: Path, agent: tuple[str,
     record.parent.mkdir(parents=True)
     record.write_text(json.dumps({"sender": "em", "label": LABEL, "body": MESSAGE, "time": 0}), encoding="utf-8")
     server = replay_server(tmp_path, pane)
-    ctx = say.Context(team=team, server=server, panes=seatpane.list_panes(server), recogniser=Reader(kind))
+    ctx = engine.Context(team=team, server=server, panes=seatpane.list_panes(server), recogniser=Reader(kind))
     seat = team.seat("dev")
     assert seat is not None
     result = flush.flush_seat(ctx, seat)

@@ -55,17 +55,17 @@ def test_sgr_basics() -> None:
     rows = parse("\x1b[38;5;244m──\x1b[39m \x1b[1mbold\x1b[22m \x1b[2mdim\x1b[0m\n\x1b[7mX\x1b[27my\n")
     assert [r.text for r in rows] == ["── bold dim", "Xy"]
     first = rows[0].runs
-    assert first[0].text == "──" and first[0].fg == 244
+    assert first[0].text == "──" and first[0].style.fg == 244
     assert [run.text for run in first] == ["──", " ", "bold", " ", "dim"]
-    assert first[2].bold and not first[2].dim
-    assert first[4].dim
-    assert rows[1].runs[0].inverse and not rows[1].runs[1].inverse
+    assert first[2].style.bold and not first[2].style.dim
+    assert first[4].style.dim
+    assert rows[1].runs[0].style.inverse and not rows[1].runs[1].style.inverse
 
 
 def test_style_carries_across_lines_as_tmux_writes_it() -> None:
     rows = parse("\x1b[38;5;246mgrey\nstill grey\x1b[39m plain\n")
-    assert rows[1].runs[0].fg == 246
-    assert rows[1].runs[1].fg is None
+    assert rows[1].runs[0].style.fg == 246
+    assert rows[1].runs[1].style.fg is None
 
 
 @pytest.mark.parametrize(

@@ -192,7 +192,7 @@ def cmd_restart(args: argparse.Namespace) -> int:
 
 
 def cmd_down(args: argparse.Namespace) -> int:
-    from fabrikito.launch import lifecycle
+    from fabrikito.launch import teardown
     from fabrikito.team import teamfile
 
     team = teamfile.load(args.team)
@@ -202,7 +202,7 @@ def cmd_down(args: argparse.Namespace) -> int:
         return multihost.run_down(team, args.roles, out=_line)
     from fabrikito.cli import serverctl
 
-    return lifecycle.down(team, args.roles, out=_line, stop_helpers=[serverctl.stop])
+    return teardown.down(team, args.roles, out=_line, stop_helpers=[serverctl.stop])
 
 
 def cmd_status(args: argparse.Namespace) -> int:

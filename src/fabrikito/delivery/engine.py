@@ -327,8 +327,7 @@ def _deliver_locked(ctx: Context, seat: Seat, sender: str, text: str) -> Deliver
                 raise LeftInBox(
                     "the Enter was sent but the box was not seen empty afterwards, so it may not have landed"
                 )
-            statedir.remove_quietly(paste_record_path(ctx.team, seat.role))
-            refusals.clear(say_dir(ctx.team), seat.role)
+            box_done(ctx.team, seat.role)
             return Delivery(seat.role, Result.DELIVERED)
     except LeftInBox as exc:
         return Delivery(seat.role, Result.TYPED, str(exc))
@@ -342,10 +341,13 @@ def _deliver_locked(ctx: Context, seat: Seat, sender: str, text: str) -> Deliver
             return Delivery(seat.role, Result.TYPED, what, interrupted=True)
         return Delivery(seat.role, Result.REFUSED, what, interrupted=True)
     finally:
-        try:
-            grower.restore()
-        except TmuxError:
-            pass
+        grower.restore_quietly()
+
+
+def box_done(team: Team, role: str) -> None:
+    """The seat's box was submitted or seen empty: what say left there (its paste record) and its refusals go."""
+    statedir.remove_quietly(paste_record_path(team, role))
+    refusals.clear(say_dir(team), role)
 
 
 def busy_refusal(kind: AgentKind) -> str:

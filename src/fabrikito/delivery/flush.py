@@ -24,7 +24,7 @@ from fabrikito.base import statedir
 from fabrikito.base.errors import FabrikitoError, StateFileError, TmuxError
 from fabrikito.base.tmux import Server
 from fabrikito.base.values import frozen
-from fabrikito.delivery import engine, refusals, seatlock
+from fabrikito.delivery import engine, seatlock
 from fabrikito.delivery.grow import Grower
 from fabrikito.delivery.identity import UNKNOWN_SENDER
 from fabrikito.delivery.oneline import Interrupted, OneLine, guarded, signals_raise
@@ -82,8 +82,7 @@ def _flush_locked(ctx: engine.Context, seat: Seat) -> FlushResult:
         if reading.busy and not pane.kind.deliver_while_busy:
             return FlushResult(msglog.Outcome.NOT_FLUSHED, _busy(pane.kind))
         if reading.state is ScreenState.READY:
-            statedir.remove_quietly(seatlock.paste_record_path(ctx.team, seat.role))
-            refusals.clear(seatlock.say_dir(ctx.team), seat.role)
+            engine.box_done(ctx.team, seat.role)
             return FlushResult(msglog.Outcome.FLUSH_NOTHING, "the box is empty: nothing to flush")
         record = _read_record(ctx.team, seat.role)
         if record is None:
@@ -122,14 +121,10 @@ def _flush_locked(ctx: engine.Context, seat: Seat) -> FlushResult:
                 msglog.Outcome.NOT_FLUSHED,
                 "one Enter was sent but the box was not seen empty afterwards; flush does not retry: attach and look",
             )
-        statedir.remove_quietly(seatlock.paste_record_path(ctx.team, seat.role))
-        refusals.clear(seatlock.say_dir(ctx.team), seat.role)
+        engine.box_done(ctx.team, seat.role)
         return FlushResult(msglog.Outcome.FLUSHED, "")
     finally:
-        try:
-            grower.restore()
-        except TmuxError:
-            pass
+        grower.restore_quietly()
 
 
 def _busy(kind: Any) -> str:
@@ -165,48 +160,34 @@ def run_flush(
         return _report(line, FlushResult(msglog.Outcome.NOT_FLUSHED, f"flush was stopped by {name}"), out, err)
 
     def run() -> int:
-        return _run_flush(team, server, role, line, env_role=env_role, caller_pid=caller_pid, out=out, err=err)
+        from fabrikito.delivery.identity import IdentityRefused, who_speaks
+
+        seat = team.seat(role)
+        if seat is None:
+            raise FabrikitoError(f"no seat '{role}' in team {team.name} (seats: {', '.join(team.roles)})", exit_code=2)
+        server_up = os.path.exists(server.resolved_socket_path())
+        panes = engine.pane_rows(server) if server_up else []
+        try:
+            line.sender = who_speaks(team, server, env_role, panes, caller_pid)
+        except IdentityRefused as exc:
+            line.sender = exc.log_sender
+            return _report(line, FlushResult(msglog.Outcome.NOT_FLUSHED, exc.message), out, err)
+        from fabrikito.team.hosts import here_of
+
+        here = here_of(team)
+        if seat.host != here:  # on another host: flushed there (delivery/route.py), logged on both
+            from fabrikito.delivery.route import flush_remote
+
+            outcome, reason = flush_remote(team, seat, line.sender, here)
+            return _report(line, FlushResult(msglog.Outcome(outcome), reason), out, err)
+        if not server_up:
+            reason = f"the team's {server.describe()} is not running, so the seat is down"
+            return _report(line, FlushResult(msglog.Outcome.NOT_FLUSHED, reason), out, err)
+        statedir.ensure_state_dir(team.base_dir, team.name)
+        result = flush_seat(engine.Context(team=team, server=server, panes=panes or []), seat)
+        return _report(line, result, out, err)
 
     return guarded(line, run, stopped=stopped)
-
-
-def _run_flush(
-    team: Team,
-    server: Server,
-    role: str,
-    line: OneLine,
-    *,
-    env_role: str | None,
-    caller_pid: int,
-    out: Callable[[str], None],
-    err: Callable[[str], None],
-) -> int:
-    from fabrikito.delivery.identity import IdentityRefused, who_speaks
-
-    seat = team.seat(role)
-    if seat is None:
-        raise FabrikitoError(f"no seat '{role}' in team {team.name} (seats: {', '.join(team.roles)})", exit_code=2)
-    server_up = os.path.exists(server.resolved_socket_path())
-    panes = engine.pane_rows(server) if server_up else []
-    try:
-        line.sender = who_speaks(team, server, env_role, panes, caller_pid)
-    except IdentityRefused as exc:
-        line.sender = exc.log_sender
-        return _report(line, FlushResult(msglog.Outcome.NOT_FLUSHED, exc.message), out, err)
-    from fabrikito.team.hosts import here_of
-
-    here = here_of(team)
-    if seat.host != here:  # on another host: flushed there (delivery/route.py), logged on both
-        from fabrikito.delivery.route import flush_remote
-
-        outcome, reason = flush_remote(team, seat, line.sender, here)
-        return _report(line, FlushResult(msglog.Outcome(outcome), reason), out, err)
-    if not server_up:
-        reason = f"the team's {server.describe()} is not running, so the seat is down"
-        return _report(line, FlushResult(msglog.Outcome.NOT_FLUSHED, reason), out, err)
-    statedir.ensure_state_dir(team.base_dir, team.name)
-    result = flush_seat(engine.Context(team=team, server=server, panes=panes or []), seat)
-    return _report(line, result, out, err)
 
 
 def _report(line: OneLine, result: FlushResult, out: Callable[[str], None], err: Callable[[str], None]) -> int:

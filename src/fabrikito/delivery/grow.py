@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from fabrikito.base.errors import TmuxError
 from fabrikito.base.tmux import Server
 from fabrikito.delivery import seatpane
 
@@ -46,3 +47,10 @@ class Grower:
         finally:
             self.server.set_window_option(self.window_id, "window-size", option)
             self.trace(f"put window {self.window_id} back to {width}x{height}, window-size {option or '(unset)'}")
+
+    def restore_quietly(self) -> None:
+        """:meth:`restore` at the end of a check, where a tmux error must not hide the outcome."""
+        try:
+            self.restore()
+        except TmuxError:
+            pass

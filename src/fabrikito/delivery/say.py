@@ -44,19 +44,14 @@ from fabrikito.team.teamfile import Team
 if TYPE_CHECKING:
     from typing import TextIO
 
-# The say command's exit statuses are the engine's.  Context, Delivery, Result and deliver are named here too
-# for launch/lifecycle.py's kickoff, until it imports them from the engine itself.
+# The say command's exit statuses are the engine's.
 __all__ = [
     "EXIT_DELIVERED",
     "EXIT_LOG_FAILED",
     "EXIT_REFUSED",
     "EXIT_TYPED",
     "EXIT_USAGE",
-    "Context",
-    "Delivery",
     "Message",
-    "Result",
-    "deliver",
     "no_trace",
     "prepare_text",
     "run_say",

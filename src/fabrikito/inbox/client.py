@@ -24,10 +24,10 @@ from fabrikito.inbox.sessions import (
     POST_TIMEOUT,
     ConnectFailedError,
     InvalidMessageError,
+    MessageTooLargeError,
     SessionEntry,
     SessionExitedError,
     Target,
-    TooLargeError,
     WaitTimeoutError,
     WriteFailedError,
     is_ancestor,
@@ -118,7 +118,7 @@ def check_text(text: str) -> int:
         protocol.check_text(text)
         size = protocol.check_size(text)
     except protocol.TooLargeError as exc:
-        raise TooLargeError(f"{exc}; nothing was sent") from None
+        raise MessageTooLargeError(f"{exc}; nothing was sent") from None
     except protocol.InvalidTextError as exc:
         raise InvalidMessageError(f"{exc}; nothing was sent") from None
     reason = refusal_for(text.replace("\r\n", "\n"))  # CRLF line ends are text, not a control

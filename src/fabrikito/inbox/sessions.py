@@ -40,7 +40,7 @@ Exit codes (the ``exit_code`` of each error; ``fabrikito send --help`` lists the
 5   :class:`StaleError`: only registry files whose process is gone match
 6   :class:`ConnectFailedError`: the socket refused the connection, is missing,
     not permitted, or did not answer in time; nothing was sent
-7   :class:`TooLargeError`: over the size limit; refused before connecting
+7   :class:`MessageTooLargeError`: over the size limit; refused before connecting
 8   :class:`WriteFailedError`: connected, but the payload could not be written whole
 9   :class:`SessionExitedError`: ``wait-idle``: the session exited while waited on
 10  :class:`WaitTimeoutError`: ``wait-idle``: the timeout passed first
@@ -122,7 +122,7 @@ class ConnectFailedError(InboxError):
     exit_code = EXIT_CONNECT_FAILED
 
 
-class TooLargeError(InboxError):
+class MessageTooLargeError(InboxError):
     exit_code = EXIT_TOO_LARGE
 
 

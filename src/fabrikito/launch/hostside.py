@@ -171,13 +171,13 @@ def main(argv: Sequence[str]) -> int:
 
         print(json.dumps(status.to_json(status.collect(local))))
         return 0
-    from fabrikito.launch import lifecycle
+    from fabrikito.launch import lifecycle, teardown
 
     roles = [r for r in args.roles if (s := team.seat(r)) is not None and s.host == here] or None
     if args.close:
         roles = None  # the whole team goes down: this host's helpers (worker, watcher) with its seats
     if args.op == "down":
-        code = lifecycle.down(local, roles, out=_line)
+        code = teardown.down(local, roles, out=_line)
         if args.close:  # the whole team is going down: its connections from this host go too
             for dest in hosts.end_connections(team, here):
                 _line(f"ended the ssh connection to {dest}")

@@ -1,8 +1,9 @@
-"""``up`` and ``down``: start the team's seats, wait for their boxes, give each its kickoff, stop them.
+"""``up`` and ``restart``: start the team's seats, wait for their boxes, give each its kickoff.
 
 What each seat is started with (its generated settings, prompt and command)
 is :mod:`fabrikito.launch.seatfiles`; the kickoff goes through
-:func:`fabrikito.delivery.say.deliver` like any other message.
+:func:`fabrikito.delivery.engine.deliver` like any other message.
+``down`` is :mod:`fabrikito.launch.teardown` (``restart`` stops a seat through it).
 """
 
 from __future__ import annotations
@@ -39,14 +40,13 @@ from fabrikito.launch.seatfiles import (
     write_seat_files,
 )
 from fabrikito.launch.seatfiles import select_seats as select_seats  # noqa: PLC0414 re-exported
-from fabrikito.launch.teardown import STOP_GRACE as STOP_GRACE  # noqa: PLC0414 re-exported: up and down live here
-from fabrikito.launch.teardown import down as down  # noqa: PLC0414 re-exported: up and down live here
+from fabrikito.launch.teardown import down
 from fabrikito.log import msglog
 from fabrikito.screen import FailClosedRecogniser, ScreenState, recogniser_for
 from fabrikito.team.teamfile import Seat, Team
 
 if TYPE_CHECKING:
-    from fabrikito.delivery.say import Delivery
+    from fabrikito.delivery.engine import Delivery
 
 READY_TIMEOUT = 90.0
 KICKOFF_TIMEOUT = 20.0
@@ -463,8 +463,8 @@ def _exit_report(run: _Run, seat: Seat, pane: str) -> str:
 
 
 def _kickoff(run: _Run, w: _Waiting) -> None:
-    """Give the seat its kickoff through ``say``'s engine, then log one line."""
-    from fabrikito.delivery import say
+    """Give the seat its kickoff through the delivery engine, then log one line."""
+    from fabrikito.delivery import engine
 
     team, seat = run.team, w.seat
     text = team.kickoff_for(seat)
@@ -483,7 +483,7 @@ def _kickoff(run: _Run, w: _Waiting) -> None:
         return
     delivery = _deliver_kickoff(run, seat, text)
     emptied = False
-    if delivery.result is say.Result.TYPED:
+    if delivery.result is engine.Result.TYPED:
         # Text say itself left in the box (the label, or the start of the kickoff): submit it with
         # flush, as the spec's recovery says, then send the kickoff once more.
         _log(team, LAUNCHER, seat.role, msglog.Outcome.NOT_DELIVERED, text)
@@ -492,7 +492,7 @@ def _kickoff(run: _Run, w: _Waiting) -> None:
         if flushed is msglog.Outcome.FLUSHED:
             run.progress(seat.role, f"kickoff typed but not submitted ({delivery.reason}): flushed, sending it again")
             delivery = _deliver_kickoff(run, seat, text)
-    ok = delivery.result is say.Result.DELIVERED
+    ok = delivery.result is engine.Result.DELIVERED
     outcome = msglog.Outcome.DELIVERED if ok else msglog.Outcome.NOT_DELIVERED
     log_error = _log(team, LAUNCHER, seat.role, outcome, text)
     write_launch(team, seat.role, LaunchRecord(w.pane, pid, "delivered" if ok else "failed", time.time(), ticks))
@@ -503,7 +503,7 @@ def _kickoff(run: _Run, w: _Waiting) -> None:
     if ok:
         run.progress(seat.role, f"{what} delivered" + log_error)
         run.done(seat.role, Step.STARTED, f"{what} delivered" + log_error)
-    elif delivery.result is say.Result.TYPED and emptied:
+    elif delivery.result is engine.Result.TYPED and emptied:
         run.fail(
             seat,
             f"its {what} was typed but did not stay in the box ({delivery.reason}), and the box is empty now: "
@@ -511,7 +511,7 @@ def _kickoff(run: _Run, w: _Waiting) -> None:
             + log_error,
         )
         write_launch(team, seat.role, LaunchRecord(w.pane, pid, "pending", time.time(), ticks))
-    elif delivery.result is say.Result.TYPED:
+    elif delivery.result is engine.Result.TYPED:
         run.fail(
             seat,
             f"its kickoff was typed but not submitted: {delivery.reason}. It is in the box: "
@@ -527,18 +527,20 @@ def _kickoff(run: _Run, w: _Waiting) -> None:
 
 
 def _deliver_kickoff(run: _Run, seat: Seat, text: str) -> Delivery:
-    """``say.deliver`` as ``launcher``, tried again while it refuses with nothing typed (not for a box with text)."""
-    from fabrikito.delivery import say
+    """``engine.deliver`` as ``launcher``, tried again while it refuses with nothing typed (not for a box with text)."""
+    from fabrikito.delivery import engine
 
     deadline = time.monotonic() + KICKOFF_TIMEOUT
     while True:
         try:
             panes = seatpane.list_panes(run.server)
         except TmuxError as exc:
-            delivery = say.Delivery(seat.role, say.Result.REFUSED, f"tmux cannot list the panes: {exc}")
+            delivery = engine.Delivery(seat.role, engine.Result.REFUSED, f"tmux cannot list the panes: {exc}")
         else:
-            delivery = say.deliver(say.Context(team=run.team, server=run.server, panes=panes), seat, LAUNCHER, text)
-        if delivery.result is not say.Result.REFUSED or time.monotonic() >= deadline:
+            delivery = engine.deliver(
+                engine.Context(team=run.team, server=run.server, panes=panes), seat, LAUNCHER, text
+            )
+        if delivery.result is not engine.Result.REFUSED or time.monotonic() >= deadline:
             return delivery
         if BOX_TEXT_REFUSAL in delivery.reason:
             return delivery  # someone is typing there: a retry would only count as a resend (say's back-off)
@@ -547,10 +549,10 @@ def _deliver_kickoff(run: _Run, seat: Seat, text: str) -> Delivery:
 
 def _flush(run: _Run, seat: Seat) -> msglog.Outcome | None:
     """Submit what the kickoff left in the box (``flush``); log its line; its outcome (``None``: not tried)."""
-    from fabrikito.delivery import flush, say
+    from fabrikito.delivery import engine, flush
 
     try:
-        ctx = say.Context(team=run.team, server=run.server, panes=seatpane.list_panes(run.server))
+        ctx = engine.Context(team=run.team, server=run.server, panes=seatpane.list_panes(run.server))
         result = flush.flush_seat(ctx, seat)
     except (TmuxError, FabrikitoError):
         return None

@@ -316,7 +316,7 @@ def run_up(
 
 def run_down(team: Team, roles: Sequence[str] | None, *, out: Callable[[str], None]) -> int:
     """``down`` for a team across hosts: every host's seats, then this machine's."""
-    from fabrikito.launch import lifecycle
+    from fabrikito.launch import teardown
 
     local, mine, wanted = _split(team, roles)
     if not roles:  # this machine's watcher first: the hosts' seats going down are not news to tell
@@ -327,7 +327,7 @@ def run_down(team: Team, roles: Sequence[str] | None, *, out: Callable[[str], No
             out(said)
     code = down(team, roles, out=out)
     if wanted:
-        code = max(code, lifecycle.down(local, mine, out=out))
+        code = max(code, teardown.down(local, mine, out=out))
     if not roles:  # the whole team: every ssh connection it opened from here ends (the hosts end theirs)
         for dest in hosts.end_connections(team, hosts.here_of(team)):
             out(f"ended the ssh connection to {dest}")

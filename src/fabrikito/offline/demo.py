@@ -371,14 +371,14 @@ def stop(
     directory: Path, *, out: Callable[[str], None], stop_helpers: Sequence[Callable[[Team], str | None]] = ()
 ) -> int:
     """Stop the demo's seats and its stand-in; leave its directory (team file, state, log)."""
-    from fabrikito.launch import lifecycle
+    from fabrikito.launch import teardown
     from fabrikito.team import teamfile
 
     code = 0
     team_path = directory / "team.toml"
     if team_path.exists():
         team = teamfile.load(team_path)
-        code = lifecycle.down(team, out=out, stop_helpers=stop_helpers)
+        code = teardown.down(team, out=out, stop_helpers=stop_helpers)
     else:
         out(f"no demo team file in {directory}")
     pid = running_standin(directory)

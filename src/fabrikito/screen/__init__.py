@@ -262,7 +262,19 @@ def flush_matches(
 
 class StandardChecks:
     """The pure checks as methods, for recognisers that use them unchanged but for the placeholder a
-    paste may show as (:meth:`placeholder`, Claude Code's by default)."""
+    paste may show as (:meth:`placeholder`, Claude Code's by default); the agent and version it reads."""
+
+    def __init__(self, agent: str, version: str) -> None:
+        self._agent = agent
+        self._version = version
+
+    @property
+    def agent(self) -> str:
+        return self._agent
+
+    @property
+    def version(self) -> str:
+        return self._version
 
     def placeholder(self, message: str) -> str | None:
         return claude_placeholder(message)
@@ -289,17 +301,8 @@ class FailClosedRecogniser(StandardChecks):
     """A recogniser for an agent or version fabrikito does not know: nothing is ever ready."""
 
     def __init__(self, agent: str, version: str, reason: str) -> None:
-        self._agent = agent
-        self._version = version
+        super().__init__(agent, version)
         self.reason = reason
-
-    @property
-    def agent(self) -> str:
-        return self._agent
-
-    @property
-    def version(self) -> str:
-        return self._version
 
     def recognise(self, snapshot: PaneSnapshot) -> BoxReading:
         renderer: Renderer = "fullscreen" if snapshot.alternate_on else "inline"

@@ -75,7 +75,7 @@ class AgentScreen(StandardChecks):
     release = ""  # the release the dialect was qualified on: the version when none is given
 
     def __init__(self, version: str | None = None) -> None:
-        self._version = version or self.release
+        super().__init__(self.agent_name, version or self.release)
 
     @staticmethod
     def placeholder_of(message: str) -> str | None:
@@ -84,14 +84,6 @@ class AgentScreen(StandardChecks):
 
     def placeholder(self, message: str) -> str | None:
         return self.placeholder_of(message)
-
-    @property
-    def agent(self) -> str:
-        return self.agent_name
-
-    @property
-    def version(self) -> str:
-        return self._version
 
     def read(self, rows: tuple[Row, ...], snapshot: PaneSnapshot, renderer: Renderer) -> BoxReading:
         raise NotImplementedError

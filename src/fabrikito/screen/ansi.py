@@ -49,30 +49,6 @@ class Run:
     text: str
     style: Style = PLAIN
 
-    @property
-    def fg(self) -> Color | None:
-        return self.style.fg
-
-    @property
-    def bg(self) -> Color | None:
-        return self.style.bg
-
-    @property
-    def bold(self) -> bool:
-        return self.style.bold
-
-    @property
-    def dim(self) -> bool:
-        return self.style.dim
-
-    @property
-    def italic(self) -> bool:
-        return self.style.italic
-
-    @property
-    def inverse(self) -> bool:
-        return self.style.inverse
-
 
 @frozen
 class Row:
@@ -167,6 +143,22 @@ _SGR_SEEN: dict[tuple[Style, str], Style] = {}
 _SGR_SEEN_MAX = 4096
 
 
+# The SGR codes that set or clear attributes (or the default colours), and what each changes.
+_SGR_ATTRIBUTES: dict[int, dict[str, bool | None]] = {
+    1: {"bold": True},
+    2: {"dim": True},
+    3: {"italic": True},
+    4: {"underline": True},
+    7: {"inverse": True},
+    22: {"bold": False, "dim": False},
+    23: {"italic": False},
+    24: {"underline": False},
+    27: {"inverse": False},
+    39: {"fg": None},
+    49: {"bg": None},
+}
+
+
 def _apply_sgr(style: Style, body: str) -> Style:
     params = _parse_params(body)
     if params is None:
@@ -179,36 +171,16 @@ def _apply_sgr(style: Style, body: str) -> Style:
         step = 1
         if code == 0:
             style = PLAIN
-        elif code == 1:
-            style = replace(style, bold=True)
-        elif code == 2:
-            style = replace(style, dim=True)
-        elif code == 3:
-            style = replace(style, italic=True)
-        elif code == 4:
-            style = replace(style, underline=True)
-        elif code == 7:
-            style = replace(style, inverse=True)
-        elif code == 22:
-            style = replace(style, bold=False, dim=False)
-        elif code == 23:
-            style = replace(style, italic=False)
-        elif code == 24:
-            style = replace(style, underline=False)
-        elif code == 27:
-            style = replace(style, inverse=False)
+        elif code in _SGR_ATTRIBUTES:
+            style = replace(style, **_SGR_ATTRIBUTES[code])
         elif 30 <= code <= 37:
             style = replace(style, fg=code - 30)
         elif 90 <= code <= 97:
             style = replace(style, fg=code - 90 + 8)
-        elif code == 39:
-            style = replace(style, fg=None)
         elif 40 <= code <= 47:
             style = replace(style, bg=code - 40)
         elif 100 <= code <= 107:
             style = replace(style, bg=code - 100 + 8)
-        elif code == 49:
-            style = replace(style, bg=None)
         elif code in (38, 48):
             color, step = _extended_color(params, i)
             if color is not None:

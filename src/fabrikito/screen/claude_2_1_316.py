@@ -142,7 +142,7 @@ def _blank(row: Row) -> bool:
 
 def _rule_coloured(row: Row) -> bool:
     """Every ``─`` of the row is drawn in the rules' colour."""
-    return all(run.fg == RULE_FG for run in row.runs if RULE in run.text)
+    return all(run.style.fg == RULE_FG for run in row.runs if RULE in run.text)
 
 
 def _is_bottom_rule(row: Row, width: int) -> bool:
@@ -213,7 +213,7 @@ def _footer_segment_ok(segment: str, mode_allowed: bool, notices: tuple[str, ...
 
 def _footer_row_ok(row: Row, first: bool, notices: tuple[str, ...] = BASE_NOTICES) -> bool:
     text = _text(row)
-    if not text.startswith(INDENT) or any(run.inverse for run in row.runs if run.text.strip()):
+    if not text.startswith(INDENT) or any(run.style.inverse for run in row.runs if run.text.strip()):
         return False
     segments = re.split(r" {2,}", text.strip(" "))
     return all(_footer_segment_ok(seg, first and i == 0, notices) for i, seg in enumerate(segments))
@@ -307,7 +307,7 @@ def _split_row(row: Row, start: int) -> tuple[str, str]:
         text = run.text[skip:] if skip else run.text
         skip = max(0, skip - len(run.text))
         if text:
-            pieces.append((text, run.dim, run.inverse))
+            pieces.append((text, run.style.dim, run.style.inverse))
     kinds: list[str] = []
     for k, (text, is_dim, inverse) in enumerate(pieces):
         cursor_on_dim = inverse and len(text) == 1 and k + 1 < len(pieces) and pieces[k + 1][1]
@@ -434,15 +434,7 @@ class Claude21316(StandardChecks):
     dialect = DIALECT
 
     def __init__(self, version: str = VERSION) -> None:
-        self._version = version
-
-    @property
-    def agent(self) -> str:
-        return "claude"
-
-    @property
-    def version(self) -> str:
-        return self._version
+        super().__init__("claude", version)
 
     def recognise(self, snapshot: PaneSnapshot) -> BoxReading:
         return recognise(snapshot, self)

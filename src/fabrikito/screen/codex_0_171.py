@@ -177,7 +177,7 @@ def _split(row: Row, start: int) -> tuple[str, str]:
     for run in row.runs:
         piece = run.text[skip:] if skip else run.text
         skip = max(0, skip - len(run.text))
-        (dim if run.dim else plain).append(piece)
+        (dim if run.style.dim else plain).append(piece)
     return "".join(plain).rstrip(" "), "".join(dim).strip(" ")
 
 

@@ -104,7 +104,7 @@ def _row_text(row: Row, start: int) -> tuple[str, bool]:
     for run in row.runs:
         piece = run.text[skip:] if skip else run.text
         skip = max(0, skip - len(run.text))
-        cursor = cursor or (run.inverse and bool(piece))
+        cursor = cursor or (run.style.inverse and bool(piece))
         pieces.append(piece)
     return "".join(pieces).rstrip(" "), cursor
 
