@@ -340,15 +340,25 @@ def test_restart_brings_a_running_seat_back_resumed_and_an_unknown_role_is_refus
     assert fabrikito("down", team=team_path, role=None, timeout=120).returncode == 0
 
 
+#: What a wrapper does once Claude Code ends.  Claude Code killed leaves its terminal raw: the wrapper puts it
+#: back before its shell, as one would.
+SHELL_AFTER = "stty sane\nexec /bin/sh"
+
+
+def wrapper_of(folder: Path, binary: Path, after: str) -> Path:
+    """A seat program that runs Claude Code, then ``after`` (decision 0039's wrapper that outlives its agent)."""
+    path = folder / f"claude-then-{len(list(folder.glob('claude-then-*')))}"
+    path.write_text(f'#!/bin/sh\n"{binary}" "$@"\n{after}\n', encoding="utf-8")
+    path.chmod(0o755)
+    return path
+
+
 def test_a_wrapper_left_in_a_shell_comes_back_resumed_but_not_while_a_command_runs_there(
     tmux_server: Server, claude_binary: Path, claude_home: Path, standin: StandIn, tmp_path: Path
 ) -> None:
     from fabrikito.base import procs
 
-    wrapper = tmp_path / "claude-then-shell"
-    # Claude Code killed leaves its terminal raw: the wrapper puts it back before its shell, as one would.
-    wrapper.write_text(f'#!/bin/sh\n"{claude_binary}" "$@"\nstty sane\nexec /bin/sh\n', encoding="utf-8")
-    wrapper.chmod(0o755)
+    wrapper = wrapper_of(tmp_path, claude_binary, SHELL_AFTER)
     team_path = tmp_path / "team" / "team.toml"
     write_up_team(
         team_path,
@@ -398,4 +408,46 @@ def test_a_wrapper_left_in_a_shell_comes_back_resumed_but_not_while_a_command_ru
     after = seat_json(team_path, "api")
     assert (after["conversation"], after["restarts"]) == (conversation, 1)
     assert after["pid"] != before["pid"] and not procs.alive(shell)
+    assert fabrikito("down", team=team_path, role=None, timeout=120).returncode == 0
+
+
+def test_on_exit_a_wrapper_left_in_a_shell_comes_back_by_itself_and_one_left_running_a_program_does_not(
+    tmux_server: Server, claude_binary: Path, claude_home: Path, standin: StandIn, tmp_path: Path
+) -> None:
+    team_path = tmp_path / "team" / "team.toml"
+    shell_after = wrapper_of(tmp_path, claude_binary, SHELL_AFTER)
+    sleep_after = wrapper_of(tmp_path, claude_binary, "exec sleep 1000")  # a program of the owner's, in effect
+    seats: list[tuple[str, str, dict[str, str]]] = [(r, "acceptEdits", {}) for r in ("api", "web")]
+    write_up_team(team_path, tmux_server, claude_binary, standin, seats, home=claude_home, agent=[str(shell_after)])
+    web_seat = '[[seat]]\nrole = "web"\n'
+    text = team_path.read_text(encoding="utf-8").replace(
+        web_seat, web_seat + f"command = {json.dumps([str(sleep_after)])}\n"
+    )
+    team_path.write_text('restart = "on-exit"\n' + text, encoding="utf-8")
+    done = fabrikito("up", team=team_path, role=None, timeout=240)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "watcher: running" in done.stdout
+    two_turns(team_path, standin, "api")
+    standin.wait_for_request("web", f"[from launcher] {KICKOFF}", 60)
+    before = {r: seat_json(team_path, r) for r in ("api", "web")}
+    mark = standin.mark()
+    for role in ("api", "web"):
+        os.kill(before[role]["pid"], signal.SIGKILL)
+
+    assert_resumed(standin, "api", mark)  # its idle shell replaced after the grace rounds, resumed
+    wait_for(lambda: seat_json(team_path, "api")["restarts"] == 1, 60, "api's restart counted")
+    assert seat_json(team_path, "api")["conversation"] == before["api"]["conversation"]
+    team = teamfile.load(team_path)
+
+    def of(role: str) -> list[dict[str, Any]]:
+        return [e for e in seatevents.read(team) if e["seat"] == role]
+
+    assert [e["kind"] for e in of("api")][:4] == ["exited", "restarting", "resumed", "restarted"], of("api")
+    assert "its agent left a shell" in str(of("api")[0]["detail"])
+    wait_for(lambda: any(e["kind"] == "not-restarted" for e in of("web")), 30, "web told not restarted")
+    time.sleep(2 * autorestart.BACKOFF_FIRST)
+    web = seat_json(team_path, "web")
+    assert (web["state"], web["pane"], web["restarts"]) == ("not running claude", before["web"]["pane"], 0), web
+    assert [e["kind"] for e in of("web")] == ["not-restarted"]  # told once, never restarted
+    assert not [r for r in standin.requests("web") if r.index >= mark and r.is_main]
     assert fabrikito("down", team=team_path, role=None, timeout=120).returncode == 0
