@@ -5,7 +5,10 @@
 * a simulated reboot (the tmux server and every helper killed by pid): ``up --resume`` brings every seat
   back, three messages queued before the crash arrive once each, in order; an uncertain one stays so;
 * ``restart = "on-exit"``: a SIGKILLed seat comes back by itself, resumed; a seat that exits at once on
-  every start is restarted with a doubling back-off up to the cap, then left with an event.
+  every start is restarted with a doubling back-off up to the cap, then left with an event;
+* a seat whose program is a wrapper that stays in a shell when Claude Code ends (decision 0039): killed, it
+  is left alone while the owner runs a command in that shell (``up --resume`` and ``restart`` refuse), then
+  ``up --resume`` replaces the idle shell and brings it back on its own conversation.
 """
 
 from __future__ import annotations
@@ -171,13 +174,16 @@ def test_a_reboot_brings_every_seat_back_and_three_queued_messages_arrive_once_e
     assert not any("queued message" in t for t in standin.last_user_texts("api"))
 
     # The reboot: the tmux server, every seat's agent and every helper of the team killed outright.
-    helpers = [workerstate.read_info(team).pid, serverctl.running_pid(team_path)]
+    watcher = watcherproc.info(team).pid
+    assert watcher, "the watcher up started"
+    helpers = [workerstate.read_info(team).pid, serverctl.running_pid(team_path), watcher]
     agents = [seat_json(team_path, r)["pid"] for r in ("api", "web")]
     tmux_pid = int(tmux_server.run("display-message", "-p", "#{pid}").strip())
     for pid in [tmux_pid, *agents, *helpers]:
         if pid:
             os.kill(pid, signal.SIGKILL)
     wait_for(lambda: not workerstate.read_info(team).running, 10, "the worker gone")
+    wait_for(lambda: not watcherproc.info(team).running, 10, "the watcher gone")
     wait_for(lambda: not tmux_server.alive(), 10, "the tmux server gone")
 
     mark = standin.mark()
@@ -202,6 +208,9 @@ def test_a_reboot_brings_every_seat_back_and_three_queued_messages_arrive_once_e
     notice = max(j for j, t in enumerate(texts[: turns[0][0]]) if "You were restarted at" in t)
     assert not any("queued message" in t for t in texts[:notice])  # nothing typed before the seat was back and told
     assert not any("the unsure one" in t for t in texts)
+    assert "watcher: started" in done.stdout, done.stdout  # the watcher killed with the rest runs again
+    back = watcherproc.info(team)
+    assert back.running and back.pid not in (None, watcher), back
     shown = fabrikito("status", team=team_path, role=None).stdout
     assert f"NOTICE api: queued message {unsure.id} from live-test was pasted but its fate is unknown" in shown, shown
     assert fabrikito("down", team=team_path, role=None, timeout=120).returncode == 0
@@ -328,4 +337,117 @@ def test_restart_brings_a_running_seat_back_resumed_and_an_unknown_role_is_refus
     after = {r: seat_json(team_path, r) for r in ("api", "web")}
     assert after["api"]["pid"] != before["api"]["pid"] and after["api"]["restarts"] == 1
     assert (after["web"]["pane"], after["web"]["pid"]) == (before["web"]["pane"], before["web"]["pid"])
+    assert fabrikito("down", team=team_path, role=None, timeout=120).returncode == 0
+
+
+#: What a wrapper does once Claude Code ends.  Claude Code killed leaves its terminal raw: the wrapper puts it
+#: back before its shell, as one would.
+SHELL_AFTER = "stty sane\nexec /bin/sh"
+
+
+def wrapper_of(folder: Path, binary: Path, after: str) -> Path:
+    """A seat program that runs Claude Code, then ``after`` (decision 0039's wrapper that outlives its agent)."""
+    path = folder / f"claude-then-{len(list(folder.glob('claude-then-*')))}"
+    path.write_text(f'#!/bin/sh\n"{binary}" "$@"\n{after}\n', encoding="utf-8")
+    path.chmod(0o755)
+    return path
+
+
+def test_a_wrapper_left_in_a_shell_comes_back_resumed_but_not_while_a_command_runs_there(
+    tmux_server: Server, claude_binary: Path, claude_home: Path, standin: StandIn, tmp_path: Path
+) -> None:
+    from fabrikito.base import procs
+
+    wrapper = wrapper_of(tmp_path, claude_binary, SHELL_AFTER)
+    team_path = tmp_path / "team" / "team.toml"
+    write_up_team(
+        team_path,
+        tmux_server,
+        claude_binary,
+        standin,
+        [("api", "acceptEdits", {})],
+        home=claude_home,
+        agent=[str(wrapper)],
+    )
+    done = fabrikito("up", team=team_path, role=None, timeout=240)
+    assert done.returncode == 0, done.stdout + done.stderr
+    two_turns(team_path, standin, "api")
+    before = seat_json(team_path, "api")
+    conversation, pane = before["conversation"], before["pane"]
+    shell = int(tmux_server.run("display-message", "-p", "-t", pane, "#{pane_pid}").strip())
+    os.kill(before["pid"], signal.SIGKILL)
+    wait_for(lambda: seat_json(team_path, "api")["state"] == "not running claude", 30, "api's agent gone, its pane not")
+
+    # The owner runs a command in the shell left there (once it is the wrapper's shell, the terminal sane again).
+    wait_for(lambda: procs.cmdline(shell) == ["/bin/sh"], 10, "the wrapper's shell", lambda: tmux_server.capture(pane))
+    tmux_server.send_keys(pane, "sleep 1000", literal=True)
+    tmux_server.send_keys(pane, "Enter")
+
+    def sleeping() -> list[int]:
+        return [k for k in procs.children_of(shell) if procs.cmdline(k) == ["sleep", "1000"]]
+
+    wait_for(lambda: bool(sleeping()), 10, "the owner's command to run", describe=lambda: tmux_server.capture(pane))
+    sleeper = sleeping()[0]
+    refused = fabrikito("up", "--resume", team=team_path, role=None, timeout=120)
+    assert refused.returncode == 1, refused.stdout + refused.stderr
+    assert f"`sleep 1000` (pid {sleeper}) runs in its pane: left alone" in refused.stdout, refused.stdout
+    again = fabrikito("restart", "api", team=team_path, role=None, timeout=120)
+    assert again.returncode == 1 and "`sleep 1000`" in again.stdout and "stopped" not in again.stdout, again.stdout
+    assert procs.alive(sleeper) and seat_json(team_path, "api")["pane"] == pane  # left alone, twice
+
+    # The command ends: the shell at its prompt is replaced, and the seat resumes its own conversation.
+    os.kill(sleeper, signal.SIGTERM)
+    wait_for(lambda: not procs.children_of(shell), 10, "the shell back at its prompt")
+    mark = standin.mark()
+    done = fabrikito("up", "--resume", team=team_path, role=None, timeout=240)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"a shell is left in its pane (/bin/sh, pid {shell}): starting it again" in done.stdout, done.stdout
+    assert f"api: resuming its conversation {conversation} (restart 1)" in done.stdout, done.stdout
+    assert "restart notice delivered" in done.stdout
+    assert_resumed(standin, "api", mark)
+    after = seat_json(team_path, "api")
+    assert (after["conversation"], after["restarts"]) == (conversation, 1)
+    assert after["pid"] != before["pid"] and not procs.alive(shell)
+    assert fabrikito("down", team=team_path, role=None, timeout=120).returncode == 0
+
+
+def test_on_exit_a_wrapper_left_in_a_shell_comes_back_by_itself_and_one_left_running_a_program_does_not(
+    tmux_server: Server, claude_binary: Path, claude_home: Path, standin: StandIn, tmp_path: Path
+) -> None:
+    team_path = tmp_path / "team" / "team.toml"
+    shell_after = wrapper_of(tmp_path, claude_binary, SHELL_AFTER)
+    sleep_after = wrapper_of(tmp_path, claude_binary, "exec sleep 1000")  # a program of the owner's, in effect
+    seats: list[tuple[str, str, dict[str, str]]] = [(r, "acceptEdits", {}) for r in ("api", "web")]
+    write_up_team(team_path, tmux_server, claude_binary, standin, seats, home=claude_home, agent=[str(shell_after)])
+    web_seat = '[[seat]]\nrole = "web"\n'
+    text = team_path.read_text(encoding="utf-8").replace(
+        web_seat, web_seat + f"command = {json.dumps([str(sleep_after)])}\n"
+    )
+    team_path.write_text('restart = "on-exit"\n' + text, encoding="utf-8")
+    done = fabrikito("up", team=team_path, role=None, timeout=240)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "watcher: running" in done.stdout
+    two_turns(team_path, standin, "api")
+    standin.wait_for_request("web", f"[from launcher] {KICKOFF}", 60)
+    before = {r: seat_json(team_path, r) for r in ("api", "web")}
+    mark = standin.mark()
+    for role in ("api", "web"):
+        os.kill(before[role]["pid"], signal.SIGKILL)
+
+    assert_resumed(standin, "api", mark)  # its idle shell replaced after the grace rounds, resumed
+    wait_for(lambda: seat_json(team_path, "api")["restarts"] == 1, 60, "api's restart counted")
+    assert seat_json(team_path, "api")["conversation"] == before["api"]["conversation"]
+    team = teamfile.load(team_path)
+
+    def of(role: str) -> list[dict[str, Any]]:
+        return [e for e in seatevents.read(team) if e["seat"] == role]
+
+    assert [e["kind"] for e in of("api")][:4] == ["exited", "restarting", "resumed", "restarted"], of("api")
+    assert "its agent left a shell" in str(of("api")[0]["detail"])
+    wait_for(lambda: any(e["kind"] == "not-restarted" for e in of("web")), 30, "web told not restarted")
+    time.sleep(2 * autorestart.BACKOFF_FIRST)
+    web = seat_json(team_path, "web")
+    assert (web["state"], web["pane"], web["restarts"]) == ("not running claude", before["web"]["pane"], 0), web
+    assert [e["kind"] for e in of("web")] == ["not-restarted"]  # told once, never restarted
+    assert not [r for r in standin.requests("web") if r.index >= mark and r.is_main]
     assert fabrikito("down", team=team_path, role=None, timeout=120).returncode == 0

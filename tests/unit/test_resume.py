@@ -456,3 +456,38 @@ def test_a_start_held_by_another_up_is_tried_next_round(tmp_path: Path) -> None:
     run_rounds(auto, rec, {"api": Seen.GONE, "web": Seen.ALIVE}, until=3.0)
     assert calls[:2] == [1.0, 1.5]
     assert [k for _, k, _, _ in rec.events][:4] == ["exited", "restarting", "restarting", "restarted"]
+
+
+def test_a_pane_left_with_an_idle_shell_is_restarted_after_the_grace_rounds_with_the_same_back_off(
+    tmp_path: Path,
+) -> None:
+    _, auto, rec = policy(tmp_path)
+    flicker = [Seen.SHELL] * (autorestart.GRACE_ROUNDS - 1) + [Seen.ALIVE]  # a momentary reading: never a restart
+    for look in flicker * 4:
+        auto.round({"api": look, "web": Seen.ALIVE}, rec.now)
+        rec.now += 0.5
+    assert rec.starts == [] and rec.events == []
+    start = rec.now
+    run_rounds(auto, rec, {"api": Seen.SHELL, "web": Seen.ALIVE}, until=start + 200.0)
+    times = [t for t, _ in rec.starts]
+    assert len(times) == autorestart.CAP  # the same cap as an exited seat's
+    seen_at = start + 0.5 * (autorestart.GRACE_ROUNDS - 1)  # the round that made it a shell for long enough
+    gaps = [b - a for a, b in zip([seen_at, *times], times, strict=False)]
+    assert gaps == [1.0, 2.0, 4.0, 8.0, 16.0]
+    first = rec.events[0]
+    assert first[1] == "exited" and first[2].startswith("its agent left a shell: restart in 1s")
+    assert rec.events[-1][1] == "restart-capped"
+
+
+def test_a_pane_where_another_program_runs_is_never_restarted_and_told_once(tmp_path: Path) -> None:
+    team, auto, rec = policy(tmp_path)
+    run_rounds(auto, rec, {"api": Seen.OCCUPIED, "web": Seen.ALIVE}, until=30.0)
+    assert rec.starts == []
+    assert [(s, k) for s, k, _, _ in rec.events] == [("api", "not-restarted")]
+    assert "`fabrikito up --resume api`" in rec.events[0][2]
+    run_rounds(auto, rec, {"api": Seen.ALIVE, "web": Seen.ALIVE}, until=31.0)
+    run_rounds(auto, rec, {"api": Seen.OCCUPIED, "web": Seen.ALIVE}, until=32.0)
+    assert [k for _, k, _, _ in rec.events] == ["not-restarted", "not-restarted"]  # once per time it happens
+    resume.mark(team, "web", resume.STOPPED)
+    run_rounds(auto, rec, {"api": Seen.ALIVE, "web": Seen.OCCUPIED}, until=40.0)
+    assert len(rec.events) == 2  # a seat stopped on purpose is not ours to tell of

@@ -5,11 +5,12 @@ auto-restart taking its panes from the round's reading."""
 from __future__ import annotations
 
 import json
+import subprocess
 import time
 from pathlib import Path
 
 from fabrikito.base import statedir
-from fabrikito.launch import autorestart
+from fabrikito.launch import autorestart, seatfiles
 from fabrikito.launch.autorestart import Seen
 from fabrikito.launch.status import SeatState, SeatStatus, Status
 from fabrikito.log import events
@@ -93,18 +94,32 @@ def test_an_event_read_from_a_host_keeps_its_host_in_its_line_and_json(tmp_path:
 def test_the_auto_restart_takes_each_pane_from_the_rounds_reading(tmp_path: Path) -> None:
     team = team_across(tmp_path)
 
-    def at(role: str, state: SeatState, host: str | None = None) -> SeatStatus:
-        return SeatStatus(role, f"s-{role}", None, state, "", "prompting", None, None, host=host)
+    def at(role: str, state: SeatState, host: str | None = None, pane: str | None = None) -> SeatStatus:
+        return SeatStatus(role, f"s-{role}", pane, state, "", "prompting", None, None, host=host)
 
     found = Status(
         team,
-        (at("em", SeatState.EXITED), at("api", SeatState.DOWN, "build-2"), at("web", SeatState.NOT_AGENT)),
+        (at("em", SeatState.EXITED), at("api", SeatState.DOWN, "build-2"), at("web", SeatState.NOT_AGENT, None, "%3")),
         (),
         2,
         True,
         None,
     )
-    # a seat on another host is never this machine's to restart; a shell in the pane is a live pane
-    assert autorestart.seen_in(found) == {"em": Seen.EXITED, "web": Seen.ALIVE}
+    # A seat on another host is never this machine's to restart.  A live pane with no agent (decision 0039):
+    # what runs there is read from its process; a pane up did not start (no launch record of it) is left alone.
+    assert autorestart.seen_in(found) == {"em": Seen.EXITED, "web": Seen.OCCUPIED}
     gone = Status(team, (at("em", SeatState.DOWN), at("web", SeatState.BUSY)), (), 1, False, None)
     assert autorestart.seen_in(gone) == {"em": Seen.GONE, "web": Seen.ALIVE}
+    statedir.ensure_state_dir(team.base_dir, team.name)
+    statedir.ensure_dir(seatfiles.seats_dir(team))
+    for argv, seen in ((["/bin/sh"], Seen.SHELL), (["/bin/sh", "-c", "sleep 1000; true"], Seen.OCCUPIED)):
+        shell = subprocess.Popen(argv, stdin=subprocess.PIPE, start_new_session=True)
+        try:
+            seatfiles.write_launch(team, "web", seatfiles.LaunchRecord("%3", shell.pid, "delivered", time.time()))
+            deadline = time.monotonic() + 10
+            while autorestart.seen_in(found)["web"] is not seen:  # the shell has started its command
+                assert time.monotonic() < deadline, argv
+                time.sleep(0.05)
+        finally:
+            shell.kill()
+            shell.wait(timeout=10)

@@ -6,7 +6,11 @@ seen of the seats (:class:`Seen`: its pane alive, exited, or gone) and decides:
 * only a seat whose policy is ``on-exit`` and whose conversation record says it
   is meant to be running: never one stopped on purpose (``down`` marks its record
   stopped before its pane goes; ``restart`` holds the team's start lock), never
-  one whose pane is alive (its agent is the pane's process: busy or not, it runs);
+  one whose agent runs (busy or not);
+* a seat whose pane outlived its agent (a wrapper's shell, decision 0039) is taken
+  for exited once its pane has shown an idle shell for :data:`GRACE_ROUNDS` rounds
+  in a row (``up`` looks once more before it replaces it); one where something
+  else runs is left alone, told once by a ``not-restarted`` event;
 * the first restart waits :data:`BACKOFF_FIRST` seconds after the exit was
   seen, each next one twice as long, up to :data:`BACKOFF_MOST`;
 * at most :data:`CAP` restarts within :data:`CAP_WINDOW` seconds: past that the
@@ -32,12 +36,15 @@ BACKOFF_FIRST = 1.0
 BACKOFF_MOST = 300.0
 CAP = 5
 CAP_WINDOW = 600.0
+GRACE_ROUNDS = 3  # rounds in a row a pane shows an idle shell before its seat is taken for exited
 
 
 class Seen(StrEnum):
     ALIVE = "alive"
     EXITED = "exited"  # its pane is kept, its agent has ended
     GONE = "gone"  # no session (the tmux server or the session ended)
+    SHELL = "left a shell"  # its pane lives, its agent does not: an idle shell is left (agentless.Left.idle)
+    OCCUPIED = "occupied"  # its pane lives, its agent does not, and something else runs there: left alone
     UNKNOWN = "unknown"  # could not look: decide nothing
 
 
@@ -46,7 +53,14 @@ class _History:
     restarts: list[float] = field(default_factory=list)
     down_since: float | None = None
     capped: bool = False
+    shell_rounds: int = 0  # rounds in a row its pane showed an idle shell
+    withheld: bool = False  # a not-restarted event was written for its pane's program (until it is alive again)
 
+
+OCCUPIED_DETAIL = (
+    "its agent is not running and another program runs in its pane: not restarted. Let it end or end it, then "
+    "`fabrikito up --resume {role}`"
+)
 
 #: Starts the named seats again, resumed; returns, per role, ``""`` when it came up, else why not.
 Starter = Callable[[Team, list[str]], Mapping[str, str]]
@@ -75,14 +89,21 @@ class AutoRestart:
         for seat in self.team.seats:
             look = seen.get(seat.role, Seen.UNKNOWN)
             history = self.histories.setdefault(seat.role, _History())
-            if look is Seen.ALIVE:
-                history.down_since = None
+            history.shell_rounds = history.shell_rounds + 1 if look is Seen.SHELL else 0
+            if look is Seen.ALIVE or (look is Seen.SHELL and history.shell_rounds < GRACE_ROUNDS):
+                history.down_since, history.withheld = None, False
                 continue
             if look is Seen.UNKNOWN or self.team.restart_for(seat) != "on-exit":
                 continue
             record, _ = resume.read_record(self.team, seat.role)
             if record is None or record.state != resume.RUNNING:
                 history.down_since = None  # stopped on purpose (or never started by up): not ours to start
+                continue
+            if look is Seen.OCCUPIED:
+                history.down_since = None
+                if not history.withheld:
+                    history.withheld = True
+                    self.emit(self.team, seat.role, "not-restarted", OCCUPIED_DETAIL.format(role=seat.role), now)
                 continue
             if history.capped:
                 continue
@@ -92,7 +113,8 @@ class AutoRestart:
                     self.team,
                     seat.role,
                     "exited",
-                    f"its agent {look.value}: restart in {self.delay(seat.role, now):g}s",
+                    f"its agent {look.value}: restart in {self.delay(seat.role, now):g}s"
+                    + (" (up looks again before it replaces the shell)" if look is Seen.SHELL else ""),
                     now,
                 )
             recent = [t for t in history.restarts if now - t < CAP_WINDOW]
@@ -135,9 +157,34 @@ class AutoRestart:
 
 def seen_in(found: Status) -> dict[str, Seen]:
     """Each seat's pane as a round of the watcher read it (``status.collect``: no tmux call of its own): no
-    session, a dead pane, or a live one (its agent running, busy or not, or a shell in its place)."""
+    session, a dead pane, a live one whose agent runs (busy or not), or a live one with no agent in it: what is
+    left there read from the process table (:func:`left_in_pane`)."""
     by_state = {SeatState.DOWN: Seen.GONE, SeatState.EXITED: Seen.EXITED}
-    return {s.role: by_state.get(s.state, Seen.ALIVE) for s in found.seats if s.host is None}
+    seen: dict[str, Seen] = {}
+    for s in found.seats:
+        if s.host is not None:
+            continue
+        if s.state is SeatState.NOT_AGENT:
+            seen[s.role] = left_in_pane(found.team, s.role, s.pane)
+        else:
+            seen[s.role] = by_state.get(s.state, Seen.ALIVE)
+    return seen
+
+
+def left_in_pane(team: Team, role: str, pane: str | None) -> Seen:
+    """A live pane with no agent in its foreground: :attr:`Seen.SHELL` for an idle shell, :attr:`Seen.ALIVE`
+    when an agent runs after all, else :attr:`Seen.OCCUPIED` (a program, or a pane ``up`` did not start: its
+    launch record names another, so its process is not known without a tmux call)."""
+    from fabrikito.launch import agentless
+    from fabrikito.launch.seatfiles import read_launch
+
+    record = read_launch(team, role)
+    if pane is None or record is None or record.pane != pane or not record.pid:
+        return Seen.OCCUPIED
+    left = agentless.left_in(record.pid)
+    if left is None:
+        return Seen.ALIVE
+    return Seen.SHELL if left.idle else Seen.OCCUPIED
 
 
 def start_resumed(team: Team, roles: list[str]) -> dict[str, str]:

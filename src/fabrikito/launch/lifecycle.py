@@ -183,12 +183,21 @@ def up(
 def restart(
     team: Team, roles: Sequence[str], *, out: Callable[[str], None], timeout: float = READY_TIMEOUT
 ) -> UpResult:
-    """``fabrikito restart ROLE…``: each seat stopped, then started again resuming its conversation."""
+    """``fabrikito restart ROLE…``: each seat stopped, then started again resuming its conversation; one whose
+    agent is not running and whose pane runs something else is left alone (:mod:`fabrikito.launch.agentless`)."""
     seats = select_seats(team, roles)
     require_agent(team, seats)
+    from fabrikito.launch import agentless
+
     with conversations.starting(team):
-        down(team, [s.role for s in seats], out=out)
-        return _up(team, seats, out, None, timeout, (), True)
+        refused = {role: SeatResult(role, Step.FAILED, why) for role, why in agentless.occupied(team, seats).items()}
+        for r in refused.values():
+            Progress(out)(r.role, f"FAILED: {r.detail}")
+        go = [s for s in seats if s.role not in refused]
+        if go:
+            down(team, [s.role for s in go], out=out)
+            refused |= {r.role: r for r in _up(team, go, out, None, timeout, (), True).seats}
+        return UpResult(seats=tuple(refused[s.role] for s in seats if s.role in refused))
 
 
 def _up(
@@ -207,12 +216,17 @@ def _up(
     statedir.ensure_state_dir(team.base_dir, team.name)
     statedir.ensure_dir(seats_dir(team))
     from fabrikito.delivery.seatpane import panes_if_running
+    from fabrikito.launch import agentless
 
     rows, _ = panes_if_running(srv)
     waiting: list[_Waiting] = []
     for seat in seats:
         row = seatpane.pane_of_session(rows, seat.session)
-        if row is not None and not row.dead:
+        left = None if row is None or row.dead else agentless.left_in(row.pane_pid)  # a live pane, no agent
+        if left is not None and not left.idle:
+            run.fail(seat, left.refusal(seat.role))
+            continue
+        if row is not None and not row.dead and left is None:
             record = read_launch(team, seat.role)
             ours = record is not None and (record.pane, record.pid) == (row.pane_id, row.pane_pid)
             if ours and record is not None and record.kickoff == "pending":
@@ -223,7 +237,7 @@ def _up(
                 run.done(seat.role, Step.ALREADY_UP, row.pane_id)
             continue
         if row is not None:
-            run.progress(seat.role, "its pane had exited: starting it again")
+            run.progress(seat.role, "its pane had exited: starting it again" if left is None else left.note())
             try:
                 with tmux_events(srv):
                     srv.kill_session(seat.session)
@@ -340,6 +354,7 @@ def _wait_and_kickoff(run: _Run, waiting: list[_Waiting]) -> None:
 
 def _judge(run: _Run, w: _Waiting, look: seatpane.Look | None, now: float) -> bool | None:
     """``True`` ready, ``False`` failed (reported), ``None`` still waiting."""
+    from fabrikito.launch import startfail
     from fabrikito.screen.ansi import plain as plain_text
     from fabrikito.screen.startup import ROOT_REFUSAL, startup_dialog
 
@@ -354,13 +369,13 @@ def _judge(run: _Run, w: _Waiting, look: seatpane.Look | None, now: float) -> bo
             return False
         return None if now - w.started < run.timeout else _timed_out(run, w)
     if look.dead:
-        run.fail(seat, _exit_report(run, seat, look.pane_id))
+        run.fail(seat, startfail.exit_report(run.server, seat, look.pane_id, attach_hint(team, seat)))
         return False
     raw = look.snapshot.ansi
     w.last_screen = raw
     w.rounds += 1
     if ROOT_REFUSAL in raw:
-        run.fail(seat, _root_advice(seat))
+        run.fail(seat, startfail.root_advice(seat))
         return False
     # Parsing a screen costs CPU the starting seats need: a screen is read in full only when it
     # shows the box's prompt or a startup dialog's words, and otherwise every few rounds.
@@ -435,31 +450,6 @@ def _timed_out(run: _Run, w: _Waiting) -> bool:
         f"kickoff once the box shows). Its last screen:\n{screen}",
     )
     return False
-
-
-def _root_advice(seat: Seat) -> str:
-    return (
-        "Claude Code refuses bypassPermissions as root and exited (--dangerously-skip-permissions cannot be used "
-        "with root/sudo privileges). Run the team as an ordinary user, or, inside a sandbox, set "
-        f'IS_SANDBOX = "1" in the env of seat {seat.role}; then `fabrikito up` again'
-    )
-
-
-def _exit_report(run: _Run, seat: Seat, pane: str) -> str:
-    try:
-        text = run.server.capture(pane, start=-200)
-    except TmuxError:
-        text = ""
-    from fabrikito.screen.startup import ROOT_REFUSAL
-
-    if ROOT_REFUSAL in text:
-        return _root_advice(seat)
-    lines = [line for line in text.rstrip().split("\n") if line.strip()][-12:]
-    shown = "\n".join(lines) if lines else "(nothing on its screen)"
-    return (
-        f"its agent exited at start. The pane is kept: attach with `{attach_hint(run.team, seat)}` to read it, "
-        f"fix the cause, then `fabrikito up` again. Its last lines:\n{shown}"
-    )
 
 
 def _kickoff(run: _Run, w: _Waiting) -> None:

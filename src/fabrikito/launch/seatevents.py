@@ -2,7 +2,7 @@
 
 The file and its line are the watcher's (:mod:`fabrikito.log.events`): each restart
 decision is one line of kind ``resumed``, ``fresh-start``, ``exited``, ``restarting``,
-``restarted`` or ``restart-capped``, marked ``noted`` (a thing that happened, neither
+``restarted``, ``restart-capped`` or ``not-restarted``, marked ``noted`` (a thing that happened, neither
 opened nor resolved), so ``fabrikito events`` shows it beside the watcher's own and
 ``notify`` is not run twice for one state.
 """

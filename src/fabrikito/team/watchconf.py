@@ -49,11 +49,12 @@ KINDS = (
     "restarting",
     "restarted",
     "restart-capped",
+    "not-restarted",
     "resumed",
     "fresh-start",
 )
 #: The kinds of the restart notes (``"event": "noted"``) a notify command can be given.
-RESTART_KINDS = frozenset({"restarting", "restarted", "restart-capped", "resumed", "fresh-start"})
+RESTART_KINDS = frozenset({"restarting", "restarted", "restart-capped", "not-restarted", "resumed", "fresh-start"})
 #: Told only when ``kinds`` names them: a restart decided (``restarted`` follows it) and a seat ``up`` resumed.
 QUIET_KINDS = frozenset({"restarting", "resumed"})
 
