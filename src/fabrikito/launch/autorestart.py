@@ -10,7 +10,8 @@ seen of the seats (:class:`Seen`: its pane alive, exited, or gone) and decides:
 * a seat whose pane outlived its agent (a wrapper's shell, decision 0039) is taken
   for exited once its pane has shown an idle shell for :data:`GRACE_ROUNDS` rounds
   in a row (``up`` looks once more before it replaces it); one where something
-  else runs is left alone, told once by a ``not-restarted`` event;
+  else runs (for as many rounds in a row) is left alone, told once by a
+  ``not-restarted`` event;
 * the first restart waits :data:`BACKOFF_FIRST` seconds after the exit was
   seen, each next one twice as long, up to :data:`BACKOFF_MOST`;
 * at most :data:`CAP` restarts within :data:`CAP_WINDOW` seconds: past that the
@@ -54,6 +55,7 @@ class _History:
     down_since: float | None = None
     capped: bool = False
     shell_rounds: int = 0  # rounds in a row its pane showed an idle shell
+    occupied_rounds: int = 0  # rounds in a row another program ran in its pane
     withheld: bool = False  # a not-restarted event was written for its pane's program (until it is alive again)
 
 
@@ -90,9 +92,12 @@ class AutoRestart:
             look = seen.get(seat.role, Seen.UNKNOWN)
             history = self.histories.setdefault(seat.role, _History())
             history.shell_rounds = history.shell_rounds + 1 if look is Seen.SHELL else 0
+            history.occupied_rounds = history.occupied_rounds + 1 if look is Seen.OCCUPIED else 0
             if look is Seen.ALIVE or (look is Seen.SHELL and history.shell_rounds < GRACE_ROUNDS):
                 history.down_since, history.withheld = None, False
                 continue
+            if look is Seen.OCCUPIED and history.occupied_rounds < GRACE_ROUNDS:
+                continue  # a wrapper still running its last commands before its shell's prompt: look again
             if look is Seen.UNKNOWN or self.team.restart_for(seat) != "on-exit":
                 continue
             record, _ = resume.read_record(self.team, seat.role)
