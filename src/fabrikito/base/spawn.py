@@ -12,6 +12,8 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping
 
+from fabrikito.base.values import frozen
+
 
 class TimedOut(TimeoutError):
     """The deadline passed: ``str()`` is what the program wrote on stderr, ``out`` what it wrote on stdout."""
@@ -21,18 +23,16 @@ class TimedOut(TimeoutError):
         self.out = out
 
 
+@frozen
 class Started:
-    """A program :func:`start` started: its pid, its pipes, and when it started."""
+    """A program :func:`start` started: its pid, its pipes (``in_w`` -1: its stdin closed), and when it started."""
 
-    __slots__ = ("data", "err_r", "in_w", "out_r", "pid", "started")
-
-    def __init__(self, pid: int, in_w: int, out_r: int, err_r: int, data: bytes, started: float) -> None:
-        self.pid = pid
-        self.in_w = in_w
-        self.out_r = out_r
-        self.err_r = err_r
-        self.data = data
-        self.started = started
+    pid: int
+    in_w: int
+    out_r: int
+    err_r: int
+    data: bytes
+    started: float
 
 
 def start(argv: list[str], env: Mapping[str, str], data: bytes = b"", *, keep_stdin: bool = False) -> Started:

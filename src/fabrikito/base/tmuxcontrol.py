@@ -63,6 +63,7 @@ from contextlib import contextmanager
 from fabrikito.base import hostos, spawn
 from fabrikito.base.errors import TmuxError
 from fabrikito.base.tmux import Pending, Server, buffer_name, format_of, records, split_fields
+from fabrikito.base.values import replace
 
 CONTROL_SESSION = "_fabrikito-control"
 #: Commands that only read: run by a tmux process of their own when the client did not answer.
@@ -164,7 +165,7 @@ class Control:
                 pass  # it is gone already
         self.broken = self.broken or "closed"
         os.close(proc.in_w)
-        proc.in_w = -1
+        self.proc = replace(proc, in_w=-1)
         try:
             ended = False
             while not ended and select.select([proc.out_r], [], [], 1.0)[0]:
