@@ -71,7 +71,11 @@ WRITE_MAX = 4000  # one exchange is one write, within PIPE_BUF (4096): atomic
 LOCK_WAIT = 1.0
 ATTACH_WAIT = 3.0
 CONNECT_WAIT = 3.0
-_SAFE = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.,:/@=+")
+_SAFE_BYTES = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.,:/@=+"
+_SAFE = frozenset(_SAFE_BYTES)
+#: Each byte as :func:`quote` writes it inside double quotes (by ``str.translate``, over the bytes read as
+#: Latin-1: one character a byte).
+_ESCAPES = {b: f"\\{b:03o}" for b in range(256) if b not in _SAFE and b != 0x20}
 
 
 class NotSent(TmuxError):
@@ -639,10 +643,6 @@ def quote(arg: str) -> str:
     space and ``_-.,:/@=+`` written as an octal escape (tmux expands ``$`` and a leading ``~`` even
     inside double quotes; a property test found the second)."""
     raw = arg.encode("utf-8", "surrogateescape")
-    if raw and all(b in _SAFE for b in raw):
+    if raw and not raw.translate(None, _SAFE_BYTES):
         return arg
-    out = ['"']
-    for b in raw:
-        out.append(chr(b) if b in _SAFE or b == 0x20 else f"\\{b:03o}")
-    out.append('"')
-    return "".join(out)
+    return '"' + raw.decode("latin-1").translate(_ESCAPES) + '"'

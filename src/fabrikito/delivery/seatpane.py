@@ -219,9 +219,9 @@ def agent_at(pid: int) -> Agent | None:
     from fabrikito.team.agents import CLAUDE
 
     try:
-        name = procs.exe_name(pid)
-        argv = procs.cmdline(pid)
         exe = procs.exe_path(pid)
+        name = os.path.basename(exe) if exe is not None else procs.info(pid).name  # procs.exe_name, read once
+        argv = procs.cmdline(pid)
     except (procs.ProcessGone, procs.ProcessUnreadable):
         return None
     argv0 = os.path.basename(argv[0]) if argv else ""
@@ -292,7 +292,8 @@ def registry_entry(pid: int) -> dict[str, Any] | None:
     if config is None:
         return None
     try:
-        data = json.loads(Path(config, "sessions", f"{pid}.json").read_text(encoding="utf-8"))
+        with open(os.path.join(config, "sessions", f"{pid}.json"), "rb") as f:
+            data = json.loads(f.read().decode("utf-8"))
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None
