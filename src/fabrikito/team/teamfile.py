@@ -301,7 +301,7 @@ def load(path: str | Path | None = None) -> Team:
 #: itself, a command that loads it twice) it is neither read nor checked again.  Kept only beside a kept
 #: parse (a team brought up), and not when its check looked at the file system (a ``command`` that reads
 #: like a shell line); any change to the file or to its kept parse is read and checked again.
-_LOADED: dict[tuple[str, str | None, tuple[int, int, int, int]], Team] = {}
+_LOADED: dict[tuple[str, str | None, tuple[int, int, int, int] | None], Team] = {}
 
 
 def _stamp_of(cache: Path) -> tuple[int, int, int, int] | None:
