@@ -257,7 +257,7 @@ def in_process(team: teamfile.Team) -> command_server.CommandServer:
         listener, inode = command_server._listen(team.path)  # binds from inside the folder
     finally:
         os.chdir(cwd)
-    return command_server.CommandServer(team.path, listener, inode, team.server().resolved_socket_path())
+    return command_server.CommandServer(team.path, listener, inode, team.server().resolved_socket_path(), team=team)
 
 
 def test_the_server_stops_wanting_to_run_when_its_team_is_gone(team: teamfile.Team) -> None:
@@ -413,6 +413,36 @@ def test_a_stop_while_it_connects_comes_once_its_client_is_connected_and_shared(
         server.close()
 
 
+def test_the_server_reads_its_team_file_once_for_all_it_starts_with(
+    team: teamfile.Team, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its tmux socket, its control client and its first reading (warm) come from the one Team read when
+    it started; a server made without one reads it once, when first needed."""
+    reads: list[object] = []
+    real = teamfile.load
+
+    def counted(*args: object, **kwargs: object) -> teamfile.Team:
+        reads.append(args)
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(teamfile, "load", counted)
+    for given, expected in ((team, 0), (None, 1)):
+        reads.clear()
+        server = in_process(team)
+        server.team = given
+        try:
+            server.connect()
+            server.warm()
+            assert server.loaded() == team
+            assert len(reads) == expected, reads
+        finally:
+            if server.control is not None:
+                server.control.close()
+            server.close()
+    assert command_server._tmux_socket(team) == team.server().resolved_socket_path()
+    assert command_server._tmux_socket(None) is None
+
+
 def test_a_control_client_that_cannot_be_made_leaves_the_server_serving(
     team: teamfile.Team, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -420,7 +450,7 @@ def test_a_control_client_that_cannot_be_made_leaves_the_server_serving(
         raise RuntimeError("no memory file here")
 
     monkeypatch.setattr(command_server, "connect_control", broken)
-    assert command_server._connect(team.path) is None
+    assert command_server._connect(team) is None
     assert "no memory file here" in capsys.readouterr().err  # in its error file, for whoever looks
 
 
