@@ -13,7 +13,7 @@ import pytest
 from fabrikito.base import rotate
 from fabrikito.base.errors import StateFileError, TeamFileError
 from fabrikito.log import logline, logread, upkeep
-from fabrikito.log.msglog import Record
+from fabrikito.log.msglog import Record, parse_line
 from fabrikito.team import teamfile
 
 WRITERS = 16
@@ -189,7 +189,7 @@ def test_follow_goes_on_across_a_rotation_and_misses_no_late_writer(tmp_path: Pa
     lines = logread.follow(log, interval=0.01, opened=logread.open_end(log))
     with log.open("ab") as handle:
         handle.write(_line(t0 + 1, "a"))
-    assert next(lines) == (None, logread.parse_line(_line(t0 + 1, "a")))
+    assert next(lines) == (None, parse_line(_line(t0 + 1, "a")))
     late = os.open(log, os.O_WRONLY | os.O_APPEND)
     try:
         os.write(late, _line(t0 + 2, "b"))
@@ -199,7 +199,6 @@ def test_follow_goes_on_across_a_rotation_and_misses_no_late_writer(tmp_path: Pa
         os.close(late)
     assert logline.append_hook(log, _line(t0 + 4, "c"))  # the next writer makes a new messages.log
     got = [next(lines) for _ in range(3)]
-    assert got == [(None, logread.parse_line(_line(t0 + n, m))) for n, m in ((2, "b"), (3, "late"), (4, "c"))]
+    assert got == [(None, parse_line(_line(t0 + n, m))) for n, m in ((2, "b"), (3, "late"), (4, "c"))]
     assert logline.append_hook(log, _line(t0 + 5, "d"))
-    assert next(lines) == (None, logread.parse_line(_line(t0 + 5, "d")))
-    lines.close()
+    assert next(lines) == (None, parse_line(_line(t0 + 5, "d")))
