@@ -119,14 +119,14 @@ def main_replayed() -> None:
     timings: dict[int, list[tuple[float, float]]] = {n: [] for n in [1, *COUNTS]}
     with tempfile.TemporaryDirectory() as tmp:
         for run in range(runs):
-            for count in timings:
+            for count, runs_of in timings.items():
                 team = replayed_team(
                     Path(tmp) / f"r{run}-{count}", f"r{count}", count, f"fab-bu-{secrets.token_hex(3)}"
                 )
                 try:
                     ready, total, result = timed_up(team)
                     assert not result.failed, result.failed
-                    timings[count].append((ready, total))
+                    runs_of.append((ready, total))
                     print(f"{count} replayed seats: last box ready {ready:.2f} s, up {total:.2f} s", flush=True)
                 finally:
                     lifecycle.down(team, out=lambda _line: None, stop_helpers=[serverctl.stop])
