@@ -616,3 +616,33 @@ def test_a_command_that_ends_at_once_runs_once(team: teamfile.Team) -> None:
     assert cold.returncode == 2 and cold.stderr.count("fabrikito say:") == 1
     for _ in range(15):
         assert same(fabrikito(["say", "--bad"], team.base_dir), cold)
+
+
+def test_a_module_changed_added_or_removed_is_seen_without_a_walk_and_a_cache_written_is_not(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before every command the server asks whether its package changed (it then declines and exits): what
+    package_stamp tells, from a stat of each module and folder."""
+    package = tmp_path / "fabrikito"
+    (package / "cli").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "cli" / "a.py").write_text("A = 1\n")
+    monkeypatch.setattr(command_server, "PACKAGE", package)
+    stamp = command_server.PackageStamp()
+    assert not stamp.changed()
+    (package / "cli" / "__pycache__").mkdir()
+    (package / "cli" / "__pycache__" / "a.cpython-311.pyc").write_bytes(b"x")
+    assert not stamp.changed() and not stamp.changed()  # its folder walked once, the same modules
+    (package / "cli" / "notes.txt").write_text("not a module")
+    assert not stamp.changed()
+    for change in (
+        lambda: (package / "cli" / "a.py").write_text("A = 2\n"),  # the same size, another time
+        lambda: (package / "cli" / "b.py").write_text(""),
+        lambda: (package / "cli" / "a.py").rename(package / "cli" / "c.py"),
+        lambda: (package / "__init__.py").unlink(),
+    ):
+        stamp = command_server.PackageStamp()
+        time.sleep(0.01)
+        change()
+        assert stamp.changed()
+        assert command_server.package_stamp() != stamp.stamp

@@ -605,7 +605,7 @@ def _parse_answer(window: list[bytes], count: int, argv: list[str]) -> str | Tmu
             return TmuxError(argv, returncode=1, stderr=said)
         out += window[begin + 1 : end]
         at = end + 1
-    return "".join(line.decode("utf-8", "replace") + "\n" for line in out)
+    return b"".join(line + b"\n" for line in out).decode("utf-8", "replace")  # one decode: as line by line
 
 
 def _screen_parts(args: Sequence[str]) -> list[list[str]] | None:

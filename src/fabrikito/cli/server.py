@@ -81,13 +81,48 @@ HANDLED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 def package_stamp() -> tuple[tuple[str, int, int], ...]:
     """Every module file of the package with its modification time and size."""
-    found = []
+    return _walk_package()[0]
+
+
+def _walk_package() -> tuple[tuple[tuple[str, int, int], ...], tuple[tuple[str, int], ...]]:
+    """:func:`package_stamp`, and every folder of the package with its modification time."""
+    found, folders = [], []
     for folder, _dirs, files in os.walk(PACKAGE):
+        folders.append((folder, os.stat(folder).st_mtime_ns))
         for name in files:
             if name.endswith(".py"):
                 st = os.stat(os.path.join(folder, name))
                 found.append((os.path.join(folder, name), st.st_mtime_ns, st.st_size))
-    return tuple(sorted(found))
+    return tuple(sorted(found)), tuple(folders)
+
+
+class PackageStamp:
+    """Whether the package's module files changed since it was made, as :func:`package_stamp` tells,
+    asked before every command: each file known and each folder ``stat``-ed (a module added, removed
+    or renamed changes its folder's time), without walking the folders (a third of the time, measured:
+    a walk of the 137 files was 1 ms of every served command).  A folder whose time changed (a
+    ``__pycache__`` written) is walked to tell."""
+
+    __slots__ = ("folders", "stamp")
+
+    def __init__(self) -> None:
+        self.stamp, self.folders = _walk_package()
+
+    def changed(self) -> bool:
+        try:
+            for path, mtime, size in self.stamp:
+                st = os.stat(path)
+                if st.st_mtime_ns != mtime or st.st_size != size:
+                    return True
+            if all(os.stat(folder).st_mtime_ns == mtime for folder, mtime in self.folders):
+                return False
+        except OSError:
+            return True
+        stamp, folders = _walk_package()
+        if stamp != self.stamp:
+            return True
+        self.folders = folders  # the same modules: their folders' times as they are now
+        return False
 
 
 class Asking:
@@ -130,7 +165,7 @@ class CommandServer:
         self.listener = listener
         self.inode = inode
         self.tmux_socket = tmux_socket
-        self.stamp = package_stamp()
+        self.stamp = PackageStamp()
         self.stale = False
         self.asking: dict[socket.socket, Asking] = {}  # in the order they connected
         self.children: dict[int, socket.socket] = {}  # each command running, with its asker's connection
@@ -147,7 +182,7 @@ class CommandServer:
                 return False
         except OSError:
             return False
-        if not self.team_path.exists() or package_stamp() != self.stamp:
+        if not self.team_path.exists() or self.stamp.changed():
             return False
         if self.control is not None and self.control.broken is None:
             return self._sessions_besides_its_own()
@@ -340,7 +375,7 @@ class CommandServer:
         """Why the request is not run here (``None``: it is)."""
         if request is None:
             return "unreadable"
-        if package_stamp() != self.stamp:
+        if self.stamp.changed():
             self.stale = True
             return "changed since it started"
         if request.package != str(PACKAGE):
