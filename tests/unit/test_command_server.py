@@ -639,7 +639,7 @@ def test_a_module_changed_added_or_removed_is_seen_without_a_walk_and_a_cache_wr
         lambda: (package / "cli" / "a.py").write_text("A = 2\n"),  # the same size, another time
         lambda: (package / "cli" / "b.py").write_text(""),
         lambda: (package / "cli" / "a.py").rename(package / "cli" / "c.py"),
-        lambda: (package / "__init__.py").unlink(),
+        (package / "__init__.py").unlink,
     ):
         stamp = command_server.PackageStamp()
         time.sleep(0.01)
