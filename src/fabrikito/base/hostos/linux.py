@@ -103,10 +103,10 @@ def cmdline(pid: int) -> list[str]:
 def environ(pid: int) -> dict[str, str]:
     """The environment a process started with (same user only)."""
     env: dict[str, str] = {}
-    for item in _read(pid, "environ").split(b"\0"):
-        key, sep, value = item.partition(b"=")
+    for item in _read(pid, "environ").decode("utf-8", "replace").split("\0"):  # one decode (a NUL ends no
+        key, sep, value = item.partition("=")  # character), as each name and value decoded on its own
         if sep:
-            env[key.decode("utf-8", "replace")] = value.decode("utf-8", "replace")
+            env[key] = value
     return env
 
 
