@@ -246,6 +246,7 @@ def main() -> None:
                 served_env = {k: v for k, v in env.items() if k != "FABRIKITO_SERVER"}
                 serverctl.ensure_running(team, env=served_env)  # as up leaves it: status handed to it
                 time.sleep(0.5)  # its first reading (cli/server.py: warm)
+                served_calls = tmux_calls(cli, path, served_env, base / "bin")  # its child's own tmux processes
                 served = []
                 for _ in range(RUNS):
                     served.append(run_status(cli, path, served_env)[0])
@@ -263,7 +264,7 @@ def main() -> None:
                 by_server = statistics.median(served)
                 row = (
                     f"| {count} | {wall * 1000:.0f} ms | {wall / floor:.2f}x | {by_server * 1000:.0f} ms | "
-                    f"**{by_server / floor:.2f}x** | {calls} | {rss / 1024:.0f} MB | "
+                    f"**{by_server / floor:.2f}x** | {calls} / {served_calls} | {rss / 1024:.0f} MB | "
                     f"{statistics.median(cpus) * 1000:.1f} ms | {statistics.median(rounds) * 1000:.1f} ms "
                     f"({queued} queued) | {watch_round * 1000:.1f} ms (first {first_watch * 1000:.1f}) | {helpers} |"
                 )
@@ -283,8 +284,9 @@ def main() -> None:
         f"from Claude Code 2.1.316 ({names}, in turn) and runs a process named `claude` with a session registry "
         "entry, so `status` and the worker read tmux, /proc, the registry and the screens as they do for real "
         f"seats. Median of {RUNS} interleaved rounds; load average at the end {load:.1f}.\n\n"
-        "| seats | `status` (own process) | / bare start | `status` (served) | / bare start | tmux calls | "
-        "peak RSS (own process) | `status.collect` CPU | worker round CPU | watcher round CPU | "
+        "| seats | `status` (own process) | / bare start | `status` (served) | / bare start | "
+        "tmux processes: own / served | peak RSS (own process) | `status.collect` CPU | worker round CPU | "
+        "watcher round CPU | "
         "RSS MB (peak): worker | command server | watcher | inbox server |\n"
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n" + "\n".join(rows) + "\n\n"
         "Goals (issue 26): `status` <= 2 tmux calls and <= 3x a bare start at 50 seats; a worker round under "
