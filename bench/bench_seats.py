@@ -23,7 +23,9 @@ Per seat count, the median of ``BENCH_RUNS`` interleaved rounds:
   rounds of a team at work);
 * the resident memory (``VmRSS``, and its peak ``VmHWM``) of the delivery
   worker, the command server and the watcher, each a process of its own as
-  ``up`` starts them.
+  ``up`` starts them, and of an inbox server (``up`` starts one per seat
+  that is not Claude Code; here for the first seat) after it took
+  ``INBOX_MESSAGES`` messages by ``fabrikito send``.
 
 Writes the "seats" section of docs/benchmarks.md.
 """
@@ -49,12 +51,15 @@ from bench.report import fabrikito_cli, write_section  # noqa: E402
 from fabrikito.base.tmux import Server  # noqa: E402
 from fabrikito.cli import serverctl  # noqa: E402
 from fabrikito.delivery import worker, workerstate  # noqa: E402
+from fabrikito.inbox import inboxfiles  # noqa: E402
+from fabrikito.inbox import server as inbox_server  # noqa: E402
 from fabrikito.launch import status, watcherproc  # noqa: E402
 from fabrikito.team import teamfile  # noqa: E402
 from fabrikito.watch.watcher import Watcher  # noqa: E402
 
 COUNTS = [int(c) for c in os.environ.get("BENCH_COUNTS", "12,25,50,100").split(",")]
 RUNS = int(os.environ.get("BENCH_RUNS", "7"))
+INBOX_MESSAGES = 5
 SCREENS = ROOT / "tests" / "fixtures" / "screens" / "2.1.316"
 #: Screens whose box refuses a message (busy, a draft, a permission prompt, a dialog): the queued messages
 #: stay queued, so a round looks at every seat and types into none of the replayed panes.
@@ -176,6 +181,27 @@ def queue_one_each(cli: list[str], team: Path, env: dict[str, str]) -> int:
     return queued
 
 
+def inbox_rss(cli: list[str], team: teamfile.Team, env: dict[str, str], config: Path) -> str:
+    """An inbox server for the team's first seat, as ``up`` starts one for a seat that is not Claude Code,
+    registered where the seats' Claude Code looks: its RSS (peak) once it took :data:`INBOX_MESSAGES`
+    messages by ``fabrikito send`` (queued for the worker, as every message it takes)."""
+    seat = team.seats[0]
+    inbox_env = {**env, "CLAUDE_CONFIG_DIR": str(config)}
+    inbox_server.start_inbox(team, seat, env=inbox_env)
+    try:
+        for i in range(INBOX_MESSAGES):
+            done = subprocess.run(
+                [*cli, "send", "--team", str(team.path), "--to", seat.session, f"a message to the inbox {i}"],
+                env=inbox_env, capture_output=True, text=True, check=False,
+            )  # fmt: skip
+            if done.returncode != 0 and i == 0:
+                print(f"send --to {seat.session}: exit {done.returncode}: {done.stderr.strip()}", flush=True)
+        time.sleep(0.5)
+        return rss_mb(inboxfiles.read_info(inboxfiles.places(team, seat.role)).pid)
+    finally:
+        inbox_server.stop_inbox(team, seat)
+
+
 def main() -> None:
     cli = fabrikito_cli()
     tmux = shutil.which("tmux") or "tmux"
@@ -220,6 +246,7 @@ def main() -> None:
                 served_env = {k: v for k, v in env.items() if k != "FABRIKITO_SERVER"}
                 serverctl.ensure_running(team, env=served_env)  # as up leaves it: status handed to it
                 time.sleep(0.5)  # its first reading (cli/server.py: warm)
+                served_calls = tmux_calls(cli, path, served_env, base / "bin")  # its child's own tmux processes
                 served = []
                 for _ in range(RUNS):
                     served.append(run_status(cli, path, served_env)[0])
@@ -229,7 +256,7 @@ def main() -> None:
                 time.sleep(3.0)  # a few of the worker's and the watcher's rounds
                 helpers = (
                     f"{rss_mb(workerstate.read_info(team).pid)} | {rss_mb(serverctl.running_pid(path))} | "
-                    f"{rss_mb(watcherproc.info(team).pid)}"
+                    f"{rss_mb(watcherproc.info(team).pid)} | {inbox_rss(cli, team, served_env, config)}"
                 )
                 watcherproc.stop(team)
                 serverctl.stop(team)
@@ -237,7 +264,7 @@ def main() -> None:
                 by_server = statistics.median(served)
                 row = (
                     f"| {count} | {wall * 1000:.0f} ms | {wall / floor:.2f}x | {by_server * 1000:.0f} ms | "
-                    f"**{by_server / floor:.2f}x** | {calls} | {rss / 1024:.0f} MB | "
+                    f"**{by_server / floor:.2f}x** | {calls} / {served_calls} | {rss / 1024:.0f} MB | "
                     f"{statistics.median(cpus) * 1000:.1f} ms | {statistics.median(rounds) * 1000:.1f} ms "
                     f"({queued} queued) | {watch_round * 1000:.1f} ms (first {first_watch * 1000:.1f}) | {helpers} |"
                 )
@@ -257,14 +284,15 @@ def main() -> None:
         f"from Claude Code 2.1.316 ({names}, in turn) and runs a process named `claude` with a session registry "
         "entry, so `status` and the worker read tmux, /proc, the registry and the screens as they do for real "
         f"seats. Median of {RUNS} interleaved rounds; load average at the end {load:.1f}.\n\n"
-        "| seats | `status` (own process) | / bare start | `status` (served) | / bare start | tmux calls | "
-        "peak RSS (own process) | `status.collect` CPU | worker round CPU | watcher round CPU | "
-        "RSS MB (peak): worker | command server | watcher |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n"
-        + "\n".join(rows)
-        + "\n\n"
+        "| seats | `status` (own process) | / bare start | `status` (served) | / bare start | "
+        "tmux processes: own / served | peak RSS (own process) | `status.collect` CPU | worker round CPU | "
+        "watcher round CPU | "
+        "RSS MB (peak): worker | command server | watcher | inbox server |\n"
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n" + "\n".join(rows) + "\n\n"
         "Goals (issue 26): `status` <= 2 tmux calls and <= 3x a bare start at 50 seats; a worker round under "
-        "50 ms of CPU at 50 seats; each helper under 50 MB. `up` at 12/25/50 real seats was not measured on this "
-        "machine (bench_up.py measures 12).\n"
+        "50 ms of CPU at 50 seats; each helper under 50 MB (the inbox server after it took "
+        f"{INBOX_MESSAGES} messages by `fabrikito send`). `up` at 12/25/50 seats: bench_up.py (real seats, and "
+        "BENCH_REPLAY=1 for replayed ones).\n"
     )
     write_section("seats", body)
 

@@ -6,6 +6,12 @@ of ``BENCH_SINGLES`` one-seat teams is brought up alone (``up`` in-process);
 then a 12-seat team is brought up at once.  "Ready" is the moment ``up``
 reports the seat's input box (the kickoff comes after it); the total includes
 every kickoff.  Writes the "up" section of docs/benchmarks.md.
+
+``BENCH_REPLAY=1``: ``up`` of 1 and of ``BENCH_COUNTS`` (12, 25, 50) seats whose agent is
+``bench/replay_agent.sh``, a stand-in that draws a screen recorded from Claude Code 2.1.316 (its empty
+box, 220x50 as ``up`` sizes a pane) and writes a 2.1.316 session registry entry: what ``up`` itself costs
+(sessions, seat files, the screens read each round, the helpers) without a Node start per seat.  No
+kickoff (nothing to type into).  Writes the "up-replayed" section.
 """
 
 from __future__ import annotations
@@ -34,6 +40,9 @@ from fabrikito.team import teamfile  # noqa: E402 -- after the path is set
 from fabrikito.team.teamfile import Team  # noqa: E402
 
 SEATS = int(os.environ.get("BENCH_SEATS", "12"))
+COUNTS = [int(c) for c in os.environ.get("BENCH_COUNTS", "12,25,50").split(",")]
+REPLAY = ROOT / "bench" / "replay_agent.sh"
+IDLE = ROOT / "tests" / "fixtures" / "screens" / "2.1.316" / "inline-220x50-empty-box-fresh-start"
 SINGLES = int(os.environ.get("BENCH_SINGLES", "4"))
 READY = re.compile(r"\] (\w+): box ready")
 
@@ -90,7 +99,70 @@ def stop(team: Team, home: Path) -> None:
     seatkit.stop_pids(seatkit.home_pids(home))
 
 
+def replayed_team(base: Path, name: str, count: int, socket: str) -> Team:
+    """A team of ``count`` seats whose agent is the replay stand-in, without a kickoff."""
+    base.mkdir(parents=True)
+    config = base / "claude-config"
+    lines = [f'name = "{name}"', f'tmux_socket = "{socket}"', f"agent = [{json.dumps(str(REPLAY))}]"]
+    for i in range(count):
+        env = {"REPLAY_SCREEN": str(IDLE), "CLAUDE_CONFIG_DIR": str(config)}
+        lines += ["", "[[seat]]", f'role = "s{i:02d}"', f'session = "{name}-s{i:02d}"']
+        lines += ["env = { " + ", ".join(f"{k} = {json.dumps(v)}" for k, v in env.items()) + " }"]
+    path = base / "team.toml"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return teamfile.load(path)
+
+
+def main_replayed() -> None:
+    """``up`` of replayed seats: 1 seat, then each of :data:`COUNTS`, ``BENCH_RUNS`` runs each, interleaved."""
+    runs = int(os.environ.get("BENCH_RUNS", "3"))
+    timings: dict[int, list[tuple[float, float]]] = {n: [] for n in [1, *COUNTS]}
+    with tempfile.TemporaryDirectory() as tmp:
+        for run in range(runs):
+            for count, runs_of in timings.items():
+                team = replayed_team(
+                    Path(tmp) / f"r{run}-{count}", f"r{count}", count, f"fab-bu-{secrets.token_hex(3)}"
+                )
+                try:
+                    ready, total, result = timed_up(team)
+                    assert not result.failed, result.failed
+                    runs_of.append((ready, total))
+                    print(f"{count} replayed seats: last box ready {ready:.2f} s, up {total:.2f} s", flush=True)
+                finally:
+                    lifecycle.down(team, out=lambda _line: None, stop_helpers=[serverctl.stop])
+                    try:
+                        team.server().kill_server()
+                    except TmuxError:
+                        pass
+    one = statistics.median(t[0] for t in timings[1])
+    rows = [
+        f"| {n} | {statistics.median(t[0] for t in ts):.2f} s | {statistics.median(t[0] for t in ts) / one:.2f}x | "
+        f"{statistics.median(t[1] for t in ts):.2f} s |"
+        for n, ts in timings.items()
+    ]
+    body = "\n".join(
+        [
+            "## `up` of 1, 12, 25 and 50 replayed seats (issue 26): bench/bench_up.py, BENCH_REPLAY=1",
+            "",
+            "Each seat's agent is `bench/replay_agent.sh`: it draws a screen recorded from Claude Code 2.1.316 (its",
+            "empty box at 220x50, the size `up` gives a pane), writes a 2.1.316 session registry entry and runs on as",
+            "a process named `claude`. So this is `up`'s own cost (a tmux session, seat files and a conversation",
+            "record per seat, every waiting screen read once per 0.2 s round, two rounds of a ready box, the",
+            "helpers), without a Node start per seat (that is the real-seat section's). No kickoff. Median of",
+            f"{runs} runs, counts interleaved; load average at the end {os.getloadavg()[0]:.1f}.",
+            "",
+            "| seats | to the last ready box | / one seat | `up` returns |",
+            "|---|---|---|---|",
+            *rows,
+        ]
+    )
+    write_section("up-replayed", body)
+
+
 def main() -> None:
+    if os.environ.get("BENCH_REPLAY") == "1":
+        main_replayed()
+        return
     for name in [n for n in claude_setup.stripped_names(os.environ)]:
         os.environ.pop(name, None)
     standin = StandIn().start()
@@ -152,7 +224,7 @@ def main() -> None:
             f"comes close to 1x. Other work on the machine while this ran: load average {os.getloadavg()[0]:.1f}.",
         ]
     )
-    write_section("up", body)
+    write_section("up" if SEATS == 12 else f"up-{SEATS}", body)  # each seat count a section of its own
 
 
 if __name__ == "__main__":

@@ -257,7 +257,7 @@ def in_process(team: teamfile.Team) -> command_server.CommandServer:
         listener, inode = command_server._listen(team.path)  # binds from inside the folder
     finally:
         os.chdir(cwd)
-    return command_server.CommandServer(team.path, listener, inode, team.server().resolved_socket_path())
+    return command_server.CommandServer(team.path, listener, inode, team.server().resolved_socket_path(), team=team)
 
 
 def test_the_server_stops_wanting_to_run_when_its_team_is_gone(team: teamfile.Team) -> None:
@@ -413,6 +413,36 @@ def test_a_stop_while_it_connects_comes_once_its_client_is_connected_and_shared(
         server.close()
 
 
+def test_the_server_reads_its_team_file_once_for_all_it_starts_with(
+    team: teamfile.Team, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its tmux socket, its control client and its first reading (warm) come from the one Team read when
+    it started; a server made without one reads it once, when first needed."""
+    reads: list[object] = []
+    real = teamfile.load
+
+    def counted(*args: object, **kwargs: object) -> teamfile.Team:
+        reads.append(args)
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(teamfile, "load", counted)
+    for given, expected in ((team, 0), (None, 1)):
+        reads.clear()
+        server = in_process(team)
+        server.team = given
+        try:
+            server.connect()
+            server.warm()
+            assert server.loaded() == team
+            assert len(reads) == expected, reads
+        finally:
+            if server.control is not None:
+                server.control.close()
+            server.close()
+    assert command_server._tmux_socket(team) == team.server().resolved_socket_path()
+    assert command_server._tmux_socket(None) is None
+
+
 def test_a_control_client_that_cannot_be_made_leaves_the_server_serving(
     team: teamfile.Team, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -420,7 +450,7 @@ def test_a_control_client_that_cannot_be_made_leaves_the_server_serving(
         raise RuntimeError("no memory file here")
 
     monkeypatch.setattr(command_server, "connect_control", broken)
-    assert command_server._connect(team.path) is None
+    assert command_server._connect(team) is None
     assert "no memory file here" in capsys.readouterr().err  # in its error file, for whoever looks
 
 
@@ -586,3 +616,33 @@ def test_a_command_that_ends_at_once_runs_once(team: teamfile.Team) -> None:
     assert cold.returncode == 2 and cold.stderr.count("fabrikito say:") == 1
     for _ in range(15):
         assert same(fabrikito(["say", "--bad"], team.base_dir), cold)
+
+
+def test_a_module_changed_added_or_removed_is_seen_without_a_walk_and_a_cache_written_is_not(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before every command the server asks whether its package changed (it then declines and exits): what
+    package_stamp tells, from a stat of each module and folder."""
+    package = tmp_path / "fabrikito"
+    (package / "cli").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "cli" / "a.py").write_text("A = 1\n")
+    monkeypatch.setattr(command_server, "PACKAGE", package)
+    stamp = command_server.PackageStamp()
+    assert not stamp.changed()
+    (package / "cli" / "__pycache__").mkdir()
+    (package / "cli" / "__pycache__" / "a.cpython-311.pyc").write_bytes(b"x")
+    assert not stamp.changed() and not stamp.changed()  # its folder walked once, the same modules
+    (package / "cli" / "notes.txt").write_text("not a module")
+    assert not stamp.changed()
+    for change in (
+        lambda: (package / "cli" / "a.py").write_text("A = 2\n"),  # the same size, another time
+        lambda: (package / "cli" / "b.py").write_text(""),
+        lambda: (package / "cli" / "a.py").rename(package / "cli" / "c.py"),
+        (package / "__init__.py").unlink,
+    ):
+        stamp = command_server.PackageStamp()
+        time.sleep(0.01)
+        change()
+        assert stamp.changed()
+        assert command_server.package_stamp() != stamp.stamp

@@ -13,7 +13,7 @@ import pytest
 from fabrikito.base import rotate
 from fabrikito.base.errors import StateFileError, TeamFileError
 from fabrikito.log import logline, logread, upkeep
-from fabrikito.log.msglog import Record
+from fabrikito.log.msglog import Record, parse_line
 from fabrikito.team import teamfile
 
 WRITERS = 16
@@ -143,3 +143,62 @@ def test_bad_rotation_keys_are_refused(tmp_path: Path, text: str, why: str) -> N
     team_file.write_text(f'name = "t"\n{text}\n[[seat]]\nrole = "tl"\nsession = "t-tl"\n')
     with pytest.raises(TeamFileError, match=why):
         teamfile.load(team_file)
+
+
+def _line(at: float, message: str) -> bytes:
+    from fabrikito.log.msglog import Outcome, format_line
+
+    return format_line(at, "em", "tl", Outcome.SENT, message)
+
+
+def test_the_watch_view_and_qualify_read_the_log_across_its_generations(tmp_path: Path) -> None:
+    """Right after a rotation messages.log holds few lines: the LOG of fabrikito watch shows the last ones
+    from messages.log.1 too, and qualify's check of the log sees every generation."""
+    from fabrikito.qualify import messaging
+    from fabrikito.watch import layout
+
+    state = tmp_path / ".state" / "t"
+    state.mkdir(parents=True)
+    log = state / "messages.log"
+    t0 = time.time()
+    log.write_bytes(b"".join(_line(t0 + i, f"old {i}") for i in range(400)))
+    assert rotate.rotate(log, max_size=1, keep=3)
+    log.write_bytes(_line(t0 + 400, "new"))
+    shown = layout.log_tail(log, 5)
+    assert len(shown) == 5 and all("em -> tl  sent" in row for row in shown)
+    assert layout.log_tail(state / "missing.log", 5) == []  # a missing log shows nothing
+    one = state / "one.log"  # the same lines in a single file read the same
+    one.write_bytes(rotate.read_all(log))
+    assert layout.log_tail(one, 5) == shown
+    assert layout.log_tail(log, 1000) == layout.log_tail(one, 1000)
+    assert len(layout.log_tail(log, 1000)) > 100  # its last 16 KiB, across both files
+
+    class _Team:
+        state_dir = state
+
+    rows = messaging._log_rows(_Team())  # type: ignore[arg-type]
+    assert len(rows) == 401 and rows[-1][-1] == "new" and rows[0][-1] == "old 0"
+
+
+def test_follow_goes_on_across_a_rotation_and_misses_no_late_writer(tmp_path: Path) -> None:
+    """log --follow: the rotated file read to its end (a writer that opened it before the rename lands
+    there), then the new messages.log from its top; every line once, in order."""
+    log = tmp_path / "messages.log"
+    t0 = time.time()
+    log.write_bytes(_line(t0, "before"))
+    lines = logread.follow(log, interval=0.01, opened=logread.open_end(log))
+    with log.open("ab") as handle:
+        handle.write(_line(t0 + 1, "a"))
+    assert next(lines) == (None, parse_line(_line(t0 + 1, "a")))
+    late = os.open(log, os.O_WRONLY | os.O_APPEND)
+    try:
+        os.write(late, _line(t0 + 2, "b"))
+        assert rotate.rotate(log, max_size=1, keep=2)
+        os.write(late, _line(t0 + 3, "late"))  # opened before the rename: lands in messages.log.1
+    finally:
+        os.close(late)
+    assert logline.append_hook(log, _line(t0 + 4, "c"))  # the next writer makes a new messages.log
+    got = [next(lines) for _ in range(3)]
+    assert got == [(None, parse_line(_line(t0 + n, m))) for n, m in ((2, "b"), (3, "late"), (4, "c"))]
+    assert logline.append_hook(log, _line(t0 + 5, "d"))
+    assert next(lines) == (None, parse_line(_line(t0 + 5, "d")))

@@ -1,6 +1,6 @@
 """The command server imports, before its first child, every module a served ``status`` imports (beside
 the team file's parser, which its first reading imports), and each
-packaged recogniser; many screens read through a control client go to a tmux process instead."""
+packaged recogniser."""
 
 from __future__ import annotations
 
@@ -8,9 +8,6 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
-
-from fabrikito.base.tmux import Server
-from fabrikito.delivery import seatpane
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 
@@ -45,18 +42,3 @@ def test_a_served_status_imports_nothing_the_server_did_not(tmp_path: Path) -> N
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[] []"
-
-
-class _Relayed(Server):
-    """A server whose commands go elsewhere (as tmuxcontrol.Controlled's do)."""
-
-
-def test_many_screens_through_a_control_client_are_read_by_a_tmux_process() -> None:
-    relayed = _Relayed(socket_name="fab-x")
-    few = seatpane.start_looks(relayed, [f"%{i}" for i in range(seatpane.CONTROLLED_MOST)], now=False)
-    many = seatpane.start_looks(relayed, [f"%{i}" for i in range(seatpane.CONTROLLED_MOST + 1)], now=False)
-    assert type(few.server) is _Relayed
-    assert type(many.server) is Server
-    assert many.server.server_flags == relayed.server_flags
-    plain = seatpane.start_looks(Server(socket_name="fab-x"), ["%1"] * 40, now=False)
-    assert type(plain.server) is Server

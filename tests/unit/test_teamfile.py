@@ -430,3 +430,23 @@ def test_a_permission_mode_given_twice_in_args_is_refused_by_check(tmp_path: Pat
 def test_one_permission_mode_in_args_is_classed_by_it(tmp_path: Path) -> None:
     body = '[[seat]]\nrole = "dev"\nsession = "t-dev"\nargs = ["--permission-mode", "bypassPermissions"]\n'
     assert teamfile.load(write_team(tmp_path, body)).seats[0].permission_class is PermissionClass.BYPASS
+
+
+def test_a_team_read_again_unchanged_is_the_same_team_and_a_change_is_read_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A process that loads the team file again (a command server's children) skips the reading and the
+    checks while the file, its kept parse and the home folder are unchanged; anything else reads it again."""
+    (tmp_path / ".state").mkdir(mode=0o700)
+    path = write_team(tmp_path, seats(("dev", "t-dev", "acceptEdits")))
+    first = teamfile.load(path)
+    assert teamfile.load(path) is first
+    monkeypatch.setenv("HOME", str(tmp_path / "elsewhere"))  # ~ reads otherwise
+    other = teamfile.load(path)
+    assert other == first and other is not first
+    cache = tmp_path / ".state" / ".team-toml.team.toml.json"
+    cache.write_text(cache.read_text().replace('"t-dev"', '"bad session!"'))
+    with pytest.raises(TeamFileError, match="session"):
+        teamfile.load(path)
+    path.write_text(path.read_text().replace('"t-dev"', '"t-ops"'), encoding="utf-8")
+    assert teamfile.load(path).seats[0].session == "t-ops"

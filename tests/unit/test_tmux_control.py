@@ -279,6 +279,47 @@ def test_every_seats_screen_in_one_chain_is_read_through_the_client_as_a_tmux_pr
     assert tmuxcontrol._screen_parts(["capture-pane", "-p", ";", "send-keys", "x", ";", "capture-pane", "-p"]) is None
 
 
+def test_many_seats_screens_are_written_to_the_client_at_once_and_read_as_a_tmux_process_reads_them(
+    shared: Controlled, server: Server
+) -> None:
+    """status of more seats than one tmux command line holds (two chains): every part written before any
+    answer is read, one exchange per screen, no tmux process, the same looks; a tmux process of the
+    client's own comes after and gets its own answer."""
+    panes = [
+        server.new_session(f"m{i}", ["sh", "-c", f"printf 'pane {i}\\n%%end 1 2 3\\n'; exec cat"], cwd="/")
+        for i in range(60)
+    ]
+    assert wait_for(lambda: all(f"pane {i}" in server.capture(p) for i, p in enumerate(panes)), 10)
+    seq = shared.control.seq
+    looking = seatpane.start_looks(shared, panes)
+    assert len(looking.chains) == 2
+    assert all(isinstance(pending, tmuxcontrol.Batched) for _, _, pending in looking.chains)
+    through = looking.looks()
+    assert shared.control.seq == seq + len(panes) and shared.control.sent is None
+    by_process = seatpane.start_looks(server, panes).looks()
+    assert through.keys() == by_process.keys() == set(panes)
+    assert {p: look.snapshot for p, look in through.items()} == {p: look.snapshot for p, look in by_process.items()}
+    assert shared.run("display-message", "-p", "after") == "after\n"
+
+
+def test_a_command_killed_before_reading_what_it_sent_at_once_never_hands_it_to_the_next(
+    shared: Controlled, server: Server
+) -> None:
+    panes = [server.new_session(f"k{i}", ["sh", "-c", HOSTILE], cwd="/", width=90, height=12) for i in range(20)]
+    assert wait_for(lambda: all("漢字" in server.capture(p) for p in panes))
+    expected = seatpane.look(server, panes[0])
+    pid = os.fork()
+    if pid == 0:
+        seatpane.start_looks(shared, panes)  # written, never read
+        os._exit(0)
+    assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
+    assert seatpane.look(shared, panes[0]) == expected
+    assert shared.run("display-message", "-p", "mine") == "mine\n"
+    sent = seatpane.start_looks(shared, panes)  # sent, then another exchange first: it reads them first
+    assert shared.run("display-message", "-p", "then") == "then\n"
+    assert sent.looks()[panes[0]] == expected
+
+
 def test_a_client_gone_makes_reads_run_as_processes(shared: Controlled, server: Server) -> None:
     pane = server.new_session("s", ["cat"], cwd="/", width=60, height=6)
     os.kill(shared.control.proc.pid, signal.SIGKILL)

@@ -72,7 +72,11 @@ WRITE_MAX = 4000  # one exchange is one write, within PIPE_BUF (4096): atomic
 LOCK_WAIT = 1.0
 ATTACH_WAIT = 3.0
 CONNECT_WAIT = 3.0
-_SAFE = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.,:/@=+")
+_SAFE_BYTES = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.,:/@=+"
+_SAFE = frozenset(_SAFE_BYTES)
+#: Each byte as :func:`quote` writes it inside double quotes (by ``str.translate``, over the bytes read as
+#: Latin-1: one character a byte).
+_ESCAPES = {b: f"\\{b:03o}" for b in range(256) if b not in _SAFE and b != 0x20}
 
 
 class NotSent(TmuxError):
@@ -94,6 +98,7 @@ class Control:
         "lock_fd",
         "owner",
         "proc",
+        "sent",
         "seq",
         "session_id",
         "timeout",
@@ -108,6 +113,7 @@ class Control:
         self.lines: list[bytes] = []
         self.broken: str | None = None  # why it cannot be used (in this process)
         self.session_id = ""  # its session's, once attached
+        self.sent: Sent | None = None  # chains written by this process whose answers are still to be read
         self.lock_fd = hostos.lock_file("fabrikito-tmux-control")
         try:
             self.proc = server.start_control_client(CONTROL_SESSION)
@@ -139,7 +145,7 @@ class Control:
 
     def drain(self) -> None:
         """Read what tmux wrote meanwhile (notifications), unless a command holds the client."""
-        if self.broken is not None or not self._lock(0.0):
+        if self.broken is not None or self.sent is not None or not self._lock(0.0):
             return
         try:
             while select.select([self.proc.out_r], [], [], 0)[0]:
@@ -187,6 +193,7 @@ class Control:
         Raises :class:`NotSent` (nothing written), :class:`Unanswered` (written, no answer), or
         :class:`TmuxError` with tmux's own error."""
         shown = list(args) if shown is None else shown
+        self.finish_sent()
         if self.broken is not None:
             raise NotSent(shown, returncode=None, stderr=self.broken, reason="the control client is not usable")
         self.seq += 1
@@ -222,6 +229,72 @@ class Control:
             return answer
         finally:
             self._unlock()
+
+    def send(self, parts: Sequence[Sequence[str]], *, shown: list[str]) -> Sent:
+        """Write several command chains that only read, each followed by a marker of its own, at once,
+        without waiting for an answer: :meth:`Sent.answers` reads them (``status`` reads ``/proc``
+        meanwhile, as it does while a tmux process of its own answers).  The client stays this process's
+        until then.  Each write is at most :data:`WRITE_MAX` bytes of whole lines (a command killed between
+        two writes leaves whole commands, which only read, and their answers come before the next
+        exchange's first marker).  One exchange per part, as :attr:`seq` counts them.
+
+        Raises :class:`NotSent` (nothing written) or :class:`Unanswered` (written in part)."""
+        self.finish_sent()
+        if self.broken is not None:
+            raise NotSent(shown, returncode=None, stderr=self.broken, reason="the control client is not usable")
+        markers = [f"fabrikito-{os.urandom(8).hex()}" for _ in range(len(parts) + 1)]
+        lines = [f"display-message -p {markers[0]}\n"]
+        for part, marker in zip(parts, markers[1:], strict=True):
+            lines.append(" ".join(";" if _separates(arg) else quote(arg) for arg in part) + "\n")
+            lines.append(f"display-message -p {marker}\n")
+        writes: list[bytes] = []
+        for line in lines:
+            data = line.encode("utf-8", "surrogateescape")
+            if len(data) > WRITE_MAX:
+                raise NotSent(shown, returncode=None, stderr="", reason="too long for one write to the control client")
+            if writes and len(writes[-1]) + len(data) <= WRITE_MAX:
+                writes[-1] += data
+            else:
+                writes.append(data)
+        if not self._lock(LOCK_WAIT):
+            raise NotSent(shown, returncode=None, stderr="", reason="the control client stayed busy")
+        self.seq += len(parts)
+        self.buffer, self.lines = b"", []
+        deadline = time.monotonic() + self.timeout
+        for index, data in enumerate(writes):
+            try:
+                self._write_reading(data, deadline)
+            except (OSError, TmuxError) as exc:
+                self._unlock()
+                self.broken = self.broken or f"it stopped reading ({exc})"
+                error = NotSent if index == 0 else Unanswered
+                raise error(shown, returncode=None, stderr=self.broken, reason="not sent whole") from None
+        self.sent = Sent(self, [m.encode() for m in markers], [1 + sum(map(_separates, p)) for p in parts], shown)
+        self.sent.deadline = deadline
+        return self.sent
+
+    def finish_sent(self) -> None:
+        """Read the answers of the chains this process sent and has not read yet (so the next exchange is
+        its own)."""
+        if self.sent is not None:
+            try:
+                self.sent.answers()
+            except TmuxError:
+                pass  # read by whoever asks the Sent, which keeps its error
+
+    def _write_reading(self, data: bytes, deadline: float) -> None:
+        """Write ``data`` (at most PIPE_BUF bytes: at once, whole) once the pipe has room for it, reading
+        what tmux answers meanwhile (it never waits on a reader, but this one is read as it comes)."""
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise Unanswered([], returncode=None, stderr="it did not read its commands in time")
+            readable, writable, _ = select.select([self.proc.out_r], [self.proc.in_w], [], left)
+            if writable:
+                os.write(self.proc.in_w, data)
+                return
+            if readable:
+                self._read_more(deadline)
 
     def _block_of(self, marker: bytes, deadline: float) -> int:
         """The index of ``marker``'s line in :attr:`lines`, once its whole block has been read."""
@@ -259,6 +332,44 @@ class Control:
         fcntl.lockf(self.lock_fd, fcntl.LOCK_UN)
 
 
+class Sent:
+    """Chains :meth:`Control.send` wrote; :meth:`answers` reads each one's answer (or its tmux error),
+    in order, once, and lets the client go."""
+
+    __slots__ = ("control", "counts", "deadline", "found", "markers", "shown")
+
+    def __init__(self, control: Control, markers: list[bytes], counts: list[int], shown: list[str]) -> None:
+        self.control = control
+        self.markers = markers  # the first's, then one after each chain
+        self.counts = counts  # the commands of each chain
+        self.shown = shown
+        self.deadline = 0.0
+        self.found: list[str | TmuxError] | Unanswered | None = None
+
+    def answers(self) -> list[str | TmuxError]:
+        """Each chain's answer, or its error; :class:`Unanswered` when they did not all come in time."""
+        if self.found is None:
+            control = self.control
+            try:
+                found: list[str | TmuxError] = []
+                start = control._block_of(self.markers[0], self.deadline)
+                del control.lines[: start + 2]
+                for marker, count in zip(self.markers[1:], self.counts, strict=True):
+                    end = control._block_of(marker, self.deadline)
+                    found.append(_parse_answer(control.lines[: end - 1], count, self.shown))
+                    del control.lines[: end + 2]
+                self.found = found
+            except Unanswered as exc:
+                self.found = Unanswered(self.shown, returncode=None, stderr=exc.stderr, reason="not answered")
+            finally:
+                if control.sent is self:
+                    control.sent = None
+                    control._unlock()
+        if isinstance(self.found, Unanswered):
+            raise self.found
+        return self.found
+
+
 class Done(Pending):
     """A command a :class:`Controlled` server already ran: its answer, or its error."""
 
@@ -272,6 +383,28 @@ class Done(Pending):
         if isinstance(self.answer, TmuxError):
             raise self.answer
         return self.answer
+
+
+class Batched(Pending):
+    """A read-only chain sent through the client in parts (:meth:`Control.send`): its answer, read when
+    asked for; by a tmux process of its own when the parts were not all answered."""
+
+    __slots__ = ("by", "sent")
+
+    def __init__(self, argv: list[str], sent: Sent, by: Controlled) -> None:
+        super().__init__(argv, TmuxError(argv, returncode=None, stderr="", reason="sent"), 0.0)
+        self.sent = sent
+        self.by = by
+
+    def result(self, timeout: float | None = None) -> str:
+        try:
+            answers = self.sent.answers()
+        except Unanswered:
+            return self.by.process(self.argv).result(timeout)
+        for answer in answers:
+            if isinstance(answer, TmuxError):
+                raise answer
+        return "".join(a for a in answers if isinstance(a, str))
 
 
 class Controlled(Server):
@@ -307,17 +440,18 @@ class Controlled(Server):
             return Done(list(args), exc)
 
     def _each(self, args: list[str], parts: list[list[str]]) -> Pending:
-        """The chain's answer from one exchange per part (each ends with its one screen), or, when one
-        cannot be sent or answered, from a tmux process running the whole chain (it only reads)."""
-        answers = []
-        for part in parts:
-            try:
-                answers.append(self.control.exchange(part))
-            except (NotSent, Unanswered):
-                return super().start(*args)
-            except TmuxError as exc:
-                return Done(args, exc)
-        return Done(args, "".join(answers))
+        """The chain's answer from one exchange per part (each ends with its one screen), all written at
+        once (:meth:`Control.send`) and read by :meth:`Pending.result`; when they cannot be sent or
+        answered, from a tmux process running the whole chain (it only reads)."""
+        try:
+            sent = self.control.send(parts, shown=args)
+        except (NotSent, Unanswered):
+            return super().start(*args)
+        return Batched(args, sent, self)
+
+    def process(self, args: list[str]) -> Pending:
+        """``args`` run by a tmux process of its own."""
+        return super().start(*args)
 
     def paste(self, pane: str, text: str, *, bracketed: bool = True) -> None:
         name = buffer_name()
@@ -472,7 +606,7 @@ def _parse_answer(window: list[bytes], count: int, argv: list[str]) -> str | Tmu
             return TmuxError(argv, returncode=1, stderr=said)
         out += window[begin + 1 : end]
         at = end + 1
-    return "".join(line.decode("utf-8", "replace") + "\n" for line in out)
+    return b"".join(line + b"\n" for line in out).decode("utf-8", "replace")  # one decode: as line by line
 
 
 def _screen_parts(args: Sequence[str]) -> list[list[str]] | None:
@@ -510,10 +644,6 @@ def quote(arg: str) -> str:
     space and ``_-.,:/@=+`` written as an octal escape (tmux expands ``$`` and a leading ``~`` even
     inside double quotes; a property test found the second)."""
     raw = arg.encode("utf-8", "surrogateescape")
-    if raw and all(b in _SAFE for b in raw):
+    if raw and not raw.translate(None, _SAFE_BYTES):
         return arg
-    out = ['"']
-    for b in raw:
-        out.append(chr(b) if b in _SAFE or b == 0x20 else f"\\{b:03o}")
-    out.append('"')
-    return "".join(out)
+    return '"' + raw.decode("latin-1").translate(_ESCAPES) + '"'

@@ -219,9 +219,9 @@ def agent_at(pid: int) -> Agent | None:
     from fabrikito.team.agents import CLAUDE
 
     try:
-        name = procs.exe_name(pid)
-        argv = procs.cmdline(pid)
         exe = procs.exe_path(pid)
+        name = os.path.basename(exe) if exe is not None else procs.info(pid).name  # procs.exe_name, read once
+        argv = procs.cmdline(pid)
     except (procs.ProcessGone, procs.ProcessUnreadable):
         return None
     argv0 = os.path.basename(argv[0]) if argv else ""
@@ -292,7 +292,8 @@ def registry_entry(pid: int) -> dict[str, Any] | None:
     if config is None:
         return None
     try:
-        data = json.loads(Path(config, "sessions", f"{pid}.json").read_text(encoding="utf-8"))
+        with open(os.path.join(config, "sessions", f"{pid}.json"), "rb") as f:
+            data = json.loads(f.read().decode("utf-8"))
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None
@@ -343,23 +344,12 @@ class Looking:
         return found
 
 
-#: The most screens read through the command server's tmux control client: it reads one screen per
-#: exchange, one after another, while a tmux process of its own reads a whole chain while ``/proc`` is
-#: read (at 50 replayed seats, status's child: 17.5 ms through the client, 10-14 ms with a process;
-#: docs/decisions/0034-many-seats-status.md).
-CONTROLLED_MOST = 12
-
-
 def start_looks(server: Server, pane_ids: Sequence[str], *, now: bool = True) -> Looking:
     """:func:`look_panes`'s tmux call, started now and read by :meth:`Looking.looks` (``status`` reads
     ``/proc`` meanwhile); ``now=False``: made by :meth:`Looking.looks`, through ``server.run``.  One call
-    for up to about 55 panes (:data:`CHAIN_BYTES`); more are split into calls started together.  Past
-    :data:`CONTROLLED_MOST` panes, a server that sends its commands through a control client runs the
-    chains as tmux processes of their own."""
-    if len(pane_ids) > CONTROLLED_MOST and type(server) is not Server:
-        server = Server(
-            socket_name=server.socket_name, socket_path=server.socket_path, timeout=server.timeout, binary=server.binary
-        )
+    for up to about 55 panes (:data:`CHAIN_BYTES`); more are split into calls started together.  Through
+    the command server's tmux control client, a call is written to it whole and read afterwards
+    (:meth:`fabrikito.base.tmuxcontrol.Control.send`): no tmux process."""
     marker = f"@fabrikito-look-{os.urandom(8).hex()}"
     fmt = format_of(SNAP_FIELDS)
     chains: list[tuple[Sequence[str], list[str], Pending | None]] = []

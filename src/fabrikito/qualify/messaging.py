@@ -55,9 +55,13 @@ def _hook_settings(team_path: Path, role: str) -> dict[str, object]:
 
 
 def _log_rows(team: teamfile.Team) -> list[list[str]]:
+    """Every line of the team's message log, across its rotated generations, oldest first."""
+    from fabrikito.base import rotate
+    from fabrikito.base.errors import StateFileError
+
     try:
-        text = (team.state_dir / "messages.log").read_text(encoding="utf-8")
-    except OSError:
+        text = rotate.read_all(team.state_dir / "messages.log").decode("utf-8")
+    except (OSError, StateFileError):
         return []
     return [line.split("\t")[1:] for line in text.splitlines() if line]
 

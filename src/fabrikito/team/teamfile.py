@@ -267,9 +267,12 @@ def load(path: str | Path | None = None) -> Team:
             f"{team_path}: cannot read the team file ({exc.strerror}): check its permissions."
         ) from None
     stamp = f"{st.st_dev}:{st.st_ino}:{st.st_mtime_ns}:{st.st_ctime_ns}:{st.st_size}:{team_path}"
+    cache = team_path.parent / ".state" / f".team-toml.{team_path.name}.json"
+    known = _LOADED.get((stamp, os.environ.get("HOME"), _stamp_of(cache)))
+    if known is not None:
+        return known
     from fabrikito.team import parsecache
 
-    cache = team_path.parent / ".state" / f".team-toml.{team_path.name}.json"
     data = parsecache.read(cache, stamp)
     if data is None:
         import tomllib
@@ -285,7 +288,40 @@ def load(path: str | Path | None = None) -> Team:
                 f"{team_path}: arrays or tables nested too deeply to read: a team file needs no deep nesting, fix it."
             ) from None
         parsecache.write(cache, stamp, data)
-    return parse(data, team_path)
+    team = parse(data, team_path)
+    kept = _stamp_of(cache)
+    _LOADED.clear()
+    if kept is not None and not _checks_files(data):
+        _LOADED[(stamp, os.environ.get("HOME"), kept)] = team
+    return team
+
+
+#: The team file this process read last, by its stamp, the home folder its ``~`` was read against and
+#: the stamp of its kept parse: read again unchanged (a command server's forked children, the server
+#: itself, a command that loads it twice) it is neither read nor checked again.  Kept only beside a kept
+#: parse (a team brought up), and not when its check looked at the file system (a ``command`` that reads
+#: like a shell line); any change to the file or to its kept parse is read and checked again.
+_LOADED: dict[tuple[str, str | None, tuple[int, int, int, int] | None], Team] = {}
+
+
+def _stamp_of(cache: Path) -> tuple[int, int, int, int] | None:
+    try:
+        st = os.lstat(cache)
+    except OSError:
+        return None
+    return (st.st_ino, st.st_mtime_ns, st.st_ctime_ns, st.st_size)
+
+
+def _checks_files(data: Mapping[str, Any]) -> bool:
+    """Whether :func:`parse` looks at the file system for ``data`` (a seat's one-string ``command`` of
+    several words is checked against a file of that name)."""
+    seats = data.get("seat")
+    if not isinstance(seats, list):
+        return False
+    return any(
+        isinstance(seat, dict) and isinstance(seat.get("command"), str) and len(seat["command"].split()) > 1
+        for seat in seats
+    )
 
 
 def parse(data: Mapping[str, Any], team_path: Path) -> Team:

@@ -51,21 +51,19 @@ def read_state(path: Path) -> dict[str, Any] | None:
 
 
 def log_tail(path: Path, lines: int) -> list[str]:
-    """The log's last ``lines`` lines as ``time  from -> to  outcome``, read from its end only."""
+    """The log's last ``lines`` lines as ``time  from -> to  outcome``, read from its end only, across
+    its rotated generations (right after a rotation ``messages.log`` holds few: the rest are in
+    ``messages.log.1``...)."""
+    from fabrikito.base import rotate
     from fabrikito.log import msglog
 
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
-    except OSError:
+        data = rotate.tail(os.fspath(path), LOG_TAIL)
+    except (OSError, StateFileError):
         return []
-    try:
-        end = os.fstat(fd).st_size
-        start = max(0, end - LOG_TAIL)
-        raw = os.pread(fd, end - start, start).split(b"\n")
-    finally:
-        os.close(fd)
-    if start > 0:
-        raw = raw[1:]
+    raw = data.split(b"\n")
+    if len(data) >= LOG_TAIL:
+        raw = raw[1:]  # the first may be the end of a line
     out = []
     for line in [r for r in raw if r][-lines:] if lines > 0 else []:
         record = msglog.parse_line(line + b"\n")

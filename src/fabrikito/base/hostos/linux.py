@@ -28,13 +28,19 @@ LISTENING = 0x10000  # /proc/net/unix's flag of a listening socket
 
 def _read(pid: int, name: str) -> bytes:
     """``/proc/<pid>/<name>``, with gone and unreadable kept apart."""
-    try:
-        with open(f"/proc/{pid}/{name}", "rb") as f:
-            return f.read()
+    try:  # os.open and os.read: a file object costs three system calls more (status reads 200 of these)
+        fd = os.open(f"/proc/{pid}/{name}", os.O_RDONLY)
+        try:
+            chunks = [os.read(fd, 1 << 16)]
+            while chunks[-1]:
+                chunks.append(os.read(fd, 1 << 16))
+        finally:
+            os.close(fd)
     except FileNotFoundError:
         raise ProcessGone(pid) from None
     except OSError as exc:
         raise ProcessUnreadable(f"process {pid}: {exc.strerror}") from None
+    return b"".join(chunks)
 
 
 def _stat_fields(pid: int) -> tuple[str, list[bytes]]:
@@ -97,10 +103,10 @@ def cmdline(pid: int) -> list[str]:
 def environ(pid: int) -> dict[str, str]:
     """The environment a process started with (same user only)."""
     env: dict[str, str] = {}
-    for item in _read(pid, "environ").split(b"\0"):
-        key, sep, value = item.partition(b"=")
+    for item in _read(pid, "environ").decode("utf-8", "replace").split("\0"):  # one decode (a NUL ends no
+        key, sep, value = item.partition("=")  # character), as each name and value decoded on its own
         if sep:
-            env[key.decode("utf-8", "replace")] = value.decode("utf-8", "replace")
+            env[key] = value
     return env
 
 
