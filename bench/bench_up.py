@@ -129,7 +129,7 @@ def main_replayed() -> None:
                     runs_of.append((ready, total))
                     print(f"{count} replayed seats: last box ready {ready:.2f} s, up {total:.2f} s", flush=True)
                 finally:
-                    lifecycle.down(team, out=lambda _line: None, stop_helpers=[serverctl.stop])
+                    teardown.down(team, out=lambda _line: None, stop_helpers=[serverctl.stop])
                     try:
                         team.server().kill_server()
                     except TmuxError:

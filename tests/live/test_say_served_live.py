@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from fabrikito.base import procs, tmuxcontrol
+from fabrikito.base import procs, tmuxwire
 from fabrikito.base.tmux import Server
 from fabrikito.cli import serverctl
 from fabrikito.offline.seatkit import LiveSeat, SeatFactory
@@ -84,7 +84,7 @@ def test_served_say_delivers_short_multi_line_and_long_messages(
     assert "[from live-test] " + three in standin.wait_for_request("dev", "line three", since=mark).last_user_text
     # Over one write to the client: loaded into its buffer in pieces; a placeholder in the box.
     long = "".join(f'{i:04d} é 漢 $HOME ~/x "q" \\ ; #{{pane_id}} ' for i in range(200)) + "the end"
-    assert len(tmuxcontrol._pieces(long)) >= 3
+    assert len(tmuxwire.pieces(long)) >= 3
     mark = standin.mark()
     done = fabrikito("say", "dev", long, team=team)
     assert done.returncode == 0, done.stderr

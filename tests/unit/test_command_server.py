@@ -26,8 +26,8 @@ from tests.unit.serverkit import callers, environ, fabrikito, here, same, wait_u
 from fabrikito.base import daemons, teampath, tmuxcontrol
 from fabrikito.base.errors import FabrikitoError
 from fabrikito.base.tmux import Server
+from fabrikito.cli import packagestamp, serverctl, serversocket, wire
 from fabrikito.cli import server as command_server
-from fabrikito.cli import serverctl, wire
 from fabrikito.team import teamfile
 
 STATUS = [
@@ -254,7 +254,7 @@ def in_process(team: teamfile.Team) -> command_server.CommandServer:
     serverctl.socket_path(team.path).parent.mkdir(mode=0o700, exist_ok=True)
     cwd = os.getcwd()
     try:
-        listener, inode = command_server._listen(team.path)  # binds from inside the folder
+        listener, inode = serversocket.listen(team.path)  # binds from inside the folder
     finally:
         os.chdir(cwd)
     return command_server.CommandServer(team.path, listener, inode, team.server().resolved_socket_path(), team=team)
@@ -627,8 +627,8 @@ def test_a_module_changed_added_or_removed_is_seen_without_a_walk_and_a_cache_wr
     (package / "cli").mkdir(parents=True)
     (package / "__init__.py").write_text("")
     (package / "cli" / "a.py").write_text("A = 1\n")
-    monkeypatch.setattr(command_server, "PACKAGE", package)
-    stamp = command_server.PackageStamp()
+    monkeypatch.setattr(packagestamp, "PACKAGE", package)
+    stamp = packagestamp.PackageStamp()
     assert not stamp.changed()
     (package / "cli" / "__pycache__").mkdir()
     (package / "cli" / "__pycache__" / "a.cpython-311.pyc").write_bytes(b"x")
@@ -641,8 +641,8 @@ def test_a_module_changed_added_or_removed_is_seen_without_a_walk_and_a_cache_wr
         lambda: (package / "cli" / "a.py").rename(package / "cli" / "c.py"),
         (package / "__init__.py").unlink,
     ):
-        stamp = command_server.PackageStamp()
+        stamp = packagestamp.PackageStamp()
         time.sleep(0.01)
         change()
         assert stamp.changed()
-        assert command_server.package_stamp() != stamp.stamp
+        assert packagestamp.package_stamp() != stamp.stamp

@@ -23,8 +23,8 @@ from pathlib import Path
 import pytest
 from tests.unit.serverkit import environ, here, same, wait_until
 
+from fabrikito.cli import packagestamp, serverctl, wire
 from fabrikito.cli import server as command_server
-from fabrikito.cli import serverctl, wire
 from fabrikito.team import teamfile
 
 EXIT_REFUSED = 3
@@ -63,7 +63,7 @@ def answer(sock: socket.socket) -> bytes:
 
 def request(team: teamfile.Team, argv: list[str], **change: object) -> bytes:
     fields: dict[str, object] = {
-        "package": str(command_server.PACKAGE),
+        "package": str(packagestamp.PACKAGE),
         "cwd": str(team.base_dir),
         "umask": 0o22,
         "argv": argv,

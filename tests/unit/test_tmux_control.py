@@ -17,10 +17,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fabrikito.base import tmuxcontrol
+from fabrikito.base import tmuxcontrol, tmuxwire
 from fabrikito.base.errors import TmuxError
 from fabrikito.base.tmux import Server
-from fabrikito.base.tmuxcontrol import CONTROL_SESSION, Control, Controlled, NotSent, Unanswered, quote
+from fabrikito.base.tmuxcontrol import CONTROL_SESSION, Control, Controlled, NotSent, Unanswered
+from fabrikito.base.tmuxwire import quote
 from fabrikito.cli.invocation import Invocation
 from fabrikito.delivery import seatpane
 
@@ -129,8 +130,8 @@ def test_a_text_that_is_a_semicolon_reaches_a_buffer_exactly(shared: Controlled,
 
 def test_a_long_message_is_loaded_in_pieces_each_one_write(shared: Controlled, server: Server) -> None:
     text = ('long é 漢 $HOME "q" \\ ;\n' * 4000)[:60000]
-    assert len(tmuxcontrol._pieces(text)) > 10
-    assert all(len(quote(piece)) < tmuxcontrol.WRITE_MAX - 300 for piece in tmuxcontrol._pieces(text))
+    assert len(tmuxwire.pieces(text)) > 10
+    assert all(len(quote(piece)) < tmuxwire.WRITE_MAX - 300 for piece in tmuxwire.pieces(text))
     shared.load_buffer("long", text)
     assert server.run("save-buffer", "-b", "long", "-") == text
 
@@ -276,7 +277,7 @@ def test_every_seats_screen_in_one_chain_is_read_through_the_client_as_a_tmux_pr
     by_process = seatpane.start_looks(server, panes).looks()
     assert through.keys() == by_process.keys() == set(panes)
     assert {p: look.snapshot for p, look in through.items()} == {p: look.snapshot for p, look in by_process.items()}
-    assert tmuxcontrol._screen_parts(["capture-pane", "-p", ";", "send-keys", "x", ";", "capture-pane", "-p"]) is None
+    assert tmuxwire.screen_parts(["capture-pane", "-p", ";", "send-keys", "x", ";", "capture-pane", "-p"]) is None
 
 
 def test_many_seats_screens_are_written_to_the_client_at_once_and_read_as_a_tmux_process_reads_them(

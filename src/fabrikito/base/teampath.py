@@ -3,7 +3,8 @@ must not import the team file's parser) and every helper started with a team fil
 
 The path given (``--team``), else ``$FABRIKITO_TEAM`` (which ``up`` sets in every seat), else
 ``./team.toml``; made absolute from the working folder as ``pathlib.Path.absolute`` does (``..``
-kept, ``.`` parts dropped), so every process names one team file by one string.
+kept, ``.`` parts dropped), so every process names one team file by one string.  A program the team
+file names (``agent``, ``command``) is placed from the team file's folder by :func:`program_path`.
 """
 
 from __future__ import annotations
@@ -31,3 +32,13 @@ def absolute(path: str, cwd: str | None = None) -> str:
     joined = path if os.path.isabs(path) else os.path.join(os.getcwd() if cwd is None else cwd, path)
     lead = "//" if joined.startswith("//") and not joined.startswith("///") else "/"
     return lead + "/".join(part for part in joined.split("/") if part not in ("", "."))
+
+
+def program_path(program: str, base: str | os.PathLike[str]) -> str:
+    """The program of ``agent`` or ``command`` as it is checked and run: a name (no ``/``) is looked up on
+    PATH; a path is taken from the team file's folder (``./bin/claude``) or the home folder (``~/…``) and
+    made absolute, so the program ``check`` and ``up`` look at is the one tmux starts in the seat's folder."""
+    if "/" not in program:
+        return program
+    path = os.path.expanduser(program)
+    return path if os.path.isabs(path) else os.path.normpath(os.path.join(base, path))

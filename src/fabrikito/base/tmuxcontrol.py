@@ -63,20 +63,27 @@ from contextlib import contextmanager
 from fabrikito.base import hostos, spawn
 from fabrikito.base.errors import TmuxError
 from fabrikito.base.tmux import Pending, Server, buffer_name, format_of, records, split_fields
+from fabrikito.base.tmuxwire import (
+    READ_ONLY,
+    WRITE_MAX,
+    Data,
+    marker_block,
+    one_screen_last,
+    parse_answer,
+    pieces,
+    quote,
+    screen_parts,
+    separates,
+)
 from fabrikito.base.values import replace
 
 CONTROL_SESSION = "_fabrikito-control"
 #: Commands that only read: run by a tmux process of their own when the client did not answer.
-READ_ONLY = frozenset({"display-message", "list-panes", "capture-pane", "show-options", "list-sessions"})
-WRITE_MAX = 4000  # one exchange is one write, within PIPE_BUF (4096): atomic
 LOCK_WAIT = 1.0
 ATTACH_WAIT = 3.0
 CONNECT_WAIT = 3.0
-_SAFE_BYTES = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.,:/@=+"
-_SAFE = frozenset(_SAFE_BYTES)
 #: Each byte as :func:`quote` writes it inside double quotes (by ``str.translate``, over the bytes read as
 #: Latin-1: one character a byte).
-_ESCAPES = {b: f"\\{b:03o}" for b in range(256) if b not in _SAFE and b != 0x20}
 
 
 class NotSent(TmuxError):
@@ -200,7 +207,7 @@ class Control:
         # New for every exchange: forked commands start with the same state, and one killed mid-exchange
         # leaves its markers' blocks for the next to skip, never to take for its own.
         first, last = (f"fabrikito-{os.urandom(8).hex()}" for _ in range(2))
-        line = " ".join(";" if _separates(arg) else quote(arg) for arg in args)
+        line = " ".join(";" if separates(arg) else quote(arg) for arg in args)
         data = f"display-message -p {first}\n{line}\ndisplay-message -p {last}\n".encode("utf-8", "surrogateescape")
         if len(data) > WRITE_MAX:
             raise NotSent(shown, returncode=None, stderr="", reason="too long for one write to the control client")
@@ -223,7 +230,7 @@ class Control:
                 end = self._block_of(last.encode(), deadline)
             except Unanswered as exc:
                 raise Unanswered(shown, returncode=None, stderr=exc.stderr, reason="not answered") from None
-            answer = _parse_answer(self.lines[: end - 1], 1 + sum(map(_separates, args)), shown)
+            answer = parse_answer(self.lines[: end - 1], 1 + sum(map(separates, args)), shown)
             if isinstance(answer, TmuxError):
                 raise answer
             return answer
@@ -245,7 +252,7 @@ class Control:
         markers = [f"fabrikito-{os.urandom(8).hex()}" for _ in range(len(parts) + 1)]
         lines = [f"display-message -p {markers[0]}\n"]
         for part, marker in zip(parts, markers[1:], strict=True):
-            lines.append(" ".join(";" if _separates(arg) else quote(arg) for arg in part) + "\n")
+            lines.append(" ".join(";" if separates(arg) else quote(arg) for arg in part) + "\n")
             lines.append(f"display-message -p {marker}\n")
         writes: list[bytes] = []
         for line in lines:
@@ -269,7 +276,7 @@ class Control:
                 self.broken = self.broken or f"it stopped reading ({exc})"
                 error = NotSent if index == 0 else Unanswered
                 raise error(shown, returncode=None, stderr=self.broken, reason="not sent whole") from None
-        self.sent = Sent(self, [m.encode() for m in markers], [1 + sum(map(_separates, p)) for p in parts], shown)
+        self.sent = Sent(self, [m.encode() for m in markers], [1 + sum(map(separates, p)) for p in parts], shown)
         self.sent.deadline = deadline
         return self.sent
 
@@ -299,7 +306,7 @@ class Control:
     def _block_of(self, marker: bytes, deadline: float) -> int:
         """The index of ``marker``'s line in :attr:`lines`, once its whole block has been read."""
         while True:
-            found = _marker_block(self.lines, marker)
+            found = marker_block(self.lines, marker)
             if found is not None:
                 return found
             self._read_more(deadline)
@@ -356,7 +363,7 @@ class Sent:
                 del control.lines[: start + 2]
                 for marker, count in zip(self.markers[1:], self.counts, strict=True):
                     end = control._block_of(marker, self.deadline)
-                    found.append(_parse_answer(control.lines[: end - 1], count, self.shown))
+                    found.append(parse_answer(control.lines[: end - 1], count, self.shown))
                     del control.lines[: end + 2]
                 self.found = found
             except Unanswered as exc:
@@ -424,11 +431,11 @@ class Controlled(Server):
         return made
 
     def start(self, *args: str, input: bytes | None = None, env: Mapping[str, str] | None = None) -> Pending:
-        if input is None and env is None and not _one_screen_last(args):
-            parts = _screen_parts(args)
+        if input is None and env is None and not one_screen_last(args):
+            parts = screen_parts(args)
             if parts is not None:  # a read-only chain of several screens: one exchange each, in order
                 return self._each(list(args), parts)
-        if input is not None or env is not None or not _one_screen_last(args):
+        if input is not None or env is not None or not one_screen_last(args):
             return super().start(*args, input=input, env=env)
         try:
             return Done(list(args), self.control.exchange(list(args)))
@@ -466,7 +473,7 @@ class Controlled(Server):
     def load_buffer(self, name: str, text: str) -> None:
         """Buffer ``name`` set to ``text``, in pieces that each fit one write (``set-buffer -a``); errors
         name the text ``<text>``, never its content."""
-        for index, piece in enumerate(_pieces(text)):
+        for index, piece in enumerate(pieces(text)):
             args = ["set-buffer", *(["-a"] if index else []), "-b", name, "--", Data(piece)]
             self.control.exchange(args, shown=[*args[:-1], "<text>"])
 
@@ -547,103 +554,3 @@ def remove_leftover(server: Server) -> list[str]:
             except TmuxError:
                 pass  # gone meanwhile
     return killed
-
-
-class Data(str):
-    """An argument that is data, never the ";" between two commands (a message can be ";")."""
-
-    __slots__ = ()
-
-
-def _separates(arg: str) -> bool:
-    return arg == ";" and not isinstance(arg, Data)
-
-
-def _pieces(text: str) -> list[str]:
-    """``text`` cut so each piece, quoted, fits one exchange (and never inside a character)."""
-    pieces: list[str] = []
-    start, size = 0, 0
-    for at, char in enumerate(text):
-        cost = sum(1 if b in _SAFE or b == 0x20 else 4 for b in char.encode("utf-8", "surrogateescape"))
-        if size + cost > WRITE_MAX - 400 and at > start:
-            pieces.append(text[start:at])
-            start, size = at, 0
-        size += cost
-    pieces.append(text[start:])
-    return pieces
-
-
-def _marker_block(lines: list[bytes], marker: bytes) -> int | None:
-    """The index of ``marker``'s line once its whole block (``%begin``, the marker, ``%end``) has been read."""
-    start = 0
-    while True:
-        try:
-            at = lines.index(marker, start)
-        except ValueError:
-            return None
-        if at + 1 >= len(lines):
-            return None  # its end line is still to come
-        if at > 0 and lines[at - 1].startswith(b"%begin ") and lines[at + 1] == b"%end " + lines[at - 1][7:]:
-            return at
-        start = at + 1
-
-
-def _parse_answer(window: list[bytes], count: int, argv: list[str]) -> str | TmuxError:
-    """The output of ``count`` commands' blocks in ``window`` (notifications skipped), or tmux's error."""
-    out: list[bytes] = []
-    at = 0
-    for index in range(count):
-        begin = next((i for i in range(at, len(window)) if window[i].startswith(b"%begin ")), None)
-        if begin is None:
-            return TmuxError(argv, returncode=0, stderr="", reason="answered in an unexpected shape")
-        tag = window[begin][7:]
-        ends = [i for i in range(begin + 1, len(window)) if window[i] in (b"%end " + tag, b"%error " + tag)]
-        if not ends:
-            return TmuxError(argv, returncode=0, stderr="", reason="answered in an unexpected shape")
-        end = ends[-1] if index == count - 1 else ends[0]
-        if window[end].startswith(b"%error "):
-            said = b"\n".join(window[begin + 1 : end]).decode("utf-8", "replace")
-            return TmuxError(argv, returncode=1, stderr=said)
-        out += window[begin + 1 : end]
-        at = end + 1
-    return b"".join(line + b"\n" for line in out).decode("utf-8", "replace")  # one decode: as line by line
-
-
-def _screen_parts(args: Sequence[str]) -> list[list[str]] | None:
-    """A chain of commands that only read (``status``'s look at every seat: ``display-message`` and
-    ``capture-pane`` per pane) cut after each ``capture-pane``, so each part shows one screen, last;
-    ``None`` when it writes anything."""
-    commands: list[list[str]] = [[]]
-    for arg in args:
-        if arg == ";":
-            commands.append([])
-        else:
-            commands[-1].append(arg)
-    if any(not command or command[0] not in READ_ONLY for command in commands):
-        return None
-    parts: list[list[str]] = [[]]
-    for command in commands:
-        if parts[-1]:
-            parts[-1].append(";")
-        parts[-1] += command
-        if command[0] == "capture-pane":
-            parts.append([])
-    return [part for part in parts if part]
-
-
-def _one_screen_last(args: Sequence[str]) -> bool:
-    """Whether at most one command of the chain prints what a pane shows (``capture-pane``), as its last."""
-    captures = [i for i, arg in enumerate(args) if arg == "capture-pane" and (i == 0 or args[i - 1] == ";")]
-    if not captures:
-        return True
-    return len(captures) == 1 and ";" not in args[captures[0] :]
-
-
-def quote(arg: str) -> str:
-    """``arg`` as one word of tmux's command language: double quotes, every byte but letters, digits, the
-    space and ``_-.,:/@=+`` written as an octal escape (tmux expands ``$`` and a leading ``~`` even
-    inside double quotes; a property test found the second)."""
-    raw = arg.encode("utf-8", "surrogateescape")
-    if raw and not raw.translate(None, _SAFE_BYTES):
-        return arg
-    return '"' + raw.decode("latin-1").translate(_ESCAPES) + '"'

@@ -43,7 +43,6 @@ import os
 import selectors
 import signal
 import socket
-import stat
 import sys
 import time
 import traceback
@@ -52,7 +51,8 @@ from pathlib import Path
 from fabrikito import TYPE_CHECKING
 from fabrikito.base import daemons, hostos, procs, tmuxcontrol
 from fabrikito.base.errors import FabrikitoError, TmuxError
-from fabrikito.cli import wire
+from fabrikito.cli import serversocket, wire
+from fabrikito.cli.packagestamp import PACKAGE, PackageStamp
 from fabrikito.cli.serverctl import MODULE, connect_control, lock_path, socket_path
 
 if TYPE_CHECKING:
@@ -63,7 +63,6 @@ TICK = 0.5  # the longest it sleeps: a child ended is reaped at once (SIGCHLD), 
 REQUEST_WAIT = 2.0  # seconds from connecting to the whole request
 MAX_ASKING = 32  # connections whose request is being read
 MAX_RUNNING = 64  # commands running
-PACKAGE = Path(__file__).resolve().parent.parent  # the fabrikito package's folder
 
 
 class _Stop(BaseException):
@@ -77,52 +76,6 @@ def _on_signal(signo: int, frame: object) -> None:
 
 
 HANDLED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
-
-
-def package_stamp() -> tuple[tuple[str, int, int], ...]:
-    """Every module file of the package with its modification time and size."""
-    return _walk_package()[0]
-
-
-def _walk_package() -> tuple[tuple[tuple[str, int, int], ...], tuple[tuple[str, int], ...]]:
-    """:func:`package_stamp`, and every folder of the package with its modification time."""
-    found, folders = [], []
-    for folder, _dirs, files in os.walk(PACKAGE):
-        folders.append((folder, os.stat(folder).st_mtime_ns))
-        for name in files:
-            if name.endswith(".py"):
-                st = os.stat(os.path.join(folder, name))
-                found.append((os.path.join(folder, name), st.st_mtime_ns, st.st_size))
-    return tuple(sorted(found)), tuple(folders)
-
-
-class PackageStamp:
-    """Whether the package's module files changed since it was made, as :func:`package_stamp` tells,
-    asked before every command: each file known and each folder ``stat``-ed (a module added, removed
-    or renamed changes its folder's time), without walking the folders (a third of the time, measured:
-    a walk of the 137 files was 1 ms of every served command).  A folder whose time changed (a
-    ``__pycache__`` written) is walked to tell."""
-
-    __slots__ = ("folders", "stamp")
-
-    def __init__(self) -> None:
-        self.stamp, self.folders = _walk_package()
-
-    def changed(self) -> bool:
-        try:
-            for path, mtime, size in self.stamp:
-                st = os.stat(path)
-                if st.st_mtime_ns != mtime or st.st_size != size:
-                    return True
-            if all(os.stat(folder).st_mtime_ns == mtime for folder, mtime in self.folders):
-                return False
-        except OSError:
-            return True
-        stamp, folders = _walk_package()
-        if stamp != self.stamp:
-            return True
-        self.folders = folders  # the same modules: their folders' times as they are now
-        return False
 
 
 class Asking:
@@ -186,7 +139,7 @@ class CommandServer:
             return False
         if self.control is not None and self.control.broken is None:
             return self._sessions_besides_its_own()
-        return self.tmux_socket is None or _listening(self.tmux_socket)
+        return self.tmux_socket is None or serversocket.listening(self.tmux_socket)
 
     def check(self) -> bool:
         """Every :data:`CHECK_EVERY` seconds: whether to keep running; and, without a tmux control client
@@ -484,43 +437,6 @@ def _drain(fd: int) -> None:
         pass
 
 
-def _listening(path: str) -> bool:
-    """Whether a server listens on the unix socket ``path`` (tmux leaves its socket behind when killed)."""
-    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        probe.settimeout(1.0)
-        probe.connect(path)
-    except (FileNotFoundError, ConnectionRefusedError):
-        return False
-    except OSError:
-        return True  # cannot tell (a path too long, a slow server): keep serving
-    finally:
-        probe.close()
-    return True
-
-
-def _listen(team_path: Path) -> tuple[socket.socket, int]:
-    """Bind the socket (a stale one of a server that died is replaced; anything else is refused)."""
-    where = socket_path(team_path)
-    os.chdir(where.parent)  # the socket is bound by its short name: a deep team folder makes a long path
-    try:
-        st = os.lstat(where.name)
-    except FileNotFoundError:
-        pass
-    else:
-        if not stat.S_ISSOCK(st.st_mode):
-            raise FabrikitoError(f"{where} is there and is not a socket: remove it")
-        os.unlink(where.name)
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    old = os.umask(0o177)
-    try:
-        listener.bind(where.name)
-    finally:
-        os.umask(old)
-    listener.listen(128)
-    return listener, os.lstat(where.name).st_ino
-
-
 def _load(team_path: Path) -> Team | None:
     """The team file, or ``None`` when it does not load (the server serves anyway: each command it runs
     reads the file itself and says what is wrong with it)."""
@@ -585,7 +501,7 @@ def main(argv: list[str] | None = None) -> int:
         team = _load(team_path)  # once, for all it starts with (its tmux socket, its client, its first reading)
         gc.collect()
         gc.freeze()  # what is imported stays untouched by a child's collections: fewer pages copied per fork
-        listener, inode = _listen(team_path)
+        listener, inode = serversocket.listen(team_path)
         server = CommandServer(team_path, listener, inode, _tmux_socket(team), fd, team=team)
         server.wake = _wake_on_signals(server)
         os.pwrite(fd, f"{os.getpid()} {procs.info(os.getpid()).start_ticks}\n".encode(), 0)  # listening: ready

@@ -268,8 +268,10 @@ def load(path: str | Path | None = None) -> Team:
         ) from None
     stamp = f"{st.st_dev}:{st.st_ino}:{st.st_mtime_ns}:{st.st_ctime_ns}:{st.st_size}:{team_path}"
     cache = team_path.parent / ".state" / f".team-toml.{team_path.name}.json"
-    known = _LOADED.get((stamp, os.environ.get("HOME"), _stamp_of(cache)))
-    if known is not None:
+    from fabrikito.team import loadmemo
+
+    known = loadmemo.recall(stamp, cache)
+    if isinstance(known, Team):
         return known
     from fabrikito.team import parsecache
 
@@ -289,39 +291,8 @@ def load(path: str | Path | None = None) -> Team:
             ) from None
         parsecache.write(cache, stamp, data)
     team = parse(data, team_path)
-    kept = _stamp_of(cache)
-    _LOADED.clear()
-    if kept is not None and not _checks_files(data):
-        _LOADED[(stamp, os.environ.get("HOME"), kept)] = team
+    loadmemo.keep(stamp, cache, data, team)
     return team
-
-
-#: The team file this process read last, by its stamp, the home folder its ``~`` was read against and
-#: the stamp of its kept parse: read again unchanged (a command server's forked children, the server
-#: itself, a command that loads it twice) it is neither read nor checked again.  Kept only beside a kept
-#: parse (a team brought up), and not when its check looked at the file system (a ``command`` that reads
-#: like a shell line); any change to the file or to its kept parse is read and checked again.
-_LOADED: dict[tuple[str, str | None, tuple[int, int, int, int] | None], Team] = {}
-
-
-def _stamp_of(cache: Path) -> tuple[int, int, int, int] | None:
-    try:
-        st = os.lstat(cache)
-    except OSError:
-        return None
-    return (st.st_ino, st.st_mtime_ns, st.st_ctime_ns, st.st_size)
-
-
-def _checks_files(data: Mapping[str, Any]) -> bool:
-    """Whether :func:`parse` looks at the file system for ``data`` (a seat's one-string ``command`` of
-    several words is checked against a file of that name)."""
-    seats = data.get("seat")
-    if not isinstance(seats, list):
-        return False
-    return any(
-        isinstance(seat, dict) and isinstance(seat.get("command"), str) and len(seat["command"].split()) > 1
-        for seat in seats
-    )
 
 
 def parse(data: Mapping[str, Any], team_path: Path) -> Team:
@@ -536,8 +507,8 @@ def _kind_and_command(
     if command is None:
         return kind, None, ok
     if isinstance(command, str) and command.strip() and command == command.strip():
-        if len(command.split()) == 1 or os.path.exists(program_path(command, base)):
-            return kind, (program_path(command, base),), ok
+        if len(command.split()) == 1 or os.path.exists(teampath.program_path(command, base)):
+            return kind, (teampath.program_path(command, base),), ok
         bad(
             where,
             f"'command' {command!r} reads like a shell line, and it is run as one program: write it as a "
@@ -545,23 +516,13 @@ def _kind_and_command(
         )
         return kind, None, False
     if isinstance(command, list) and command and all(isinstance(c, str) and c for c in command) and command[0].strip():
-        return kind, (program_path(command[0], base), *command[1:]), ok
+        return kind, (teampath.program_path(command[0], base), *command[1:]), ok
     bad(
         where,
         "'command' must be the program to run: a path or a name on PATH (a string, not a shell line), or a "
         'list of the program and its first arguments, such as ["npx", "@openai/codex"]',
     )
     return kind, None, False
-
-
-def program_path(program: str, base: Path) -> str:
-    """The program of ``agent`` or ``command`` as it is checked and run: a name (no ``/``) is looked up on
-    PATH; a path is taken from the team file's folder (``./bin/claude``) or the home folder (``~/…``) and
-    made absolute, so the program ``check`` and ``up`` look at is the one tmux starts in the seat's folder."""
-    if "/" not in program:
-        return program
-    path = os.path.expanduser(program)
-    return path if os.path.isabs(path) else os.path.normpath(os.path.join(base, path))
 
 
 def _optional_str(data: Mapping[str, Any], key: str, where: str, bad: Any) -> str | None:
@@ -626,8 +587,8 @@ def _agent(value: Any, bad: Any, base: Path) -> tuple[str, ...]:
     if value is None:
         return DEFAULT_AGENT
     if isinstance(value, str) and value.strip():
-        return (program_path(value, base),)
+        return (teampath.program_path(value, base),)
     if isinstance(value, list) and value and all(isinstance(v, str) and v for v in value):
-        return (program_path(value[0], base), *value[1:])
+        return (teampath.program_path(value[0], base), *value[1:])
     bad("team", "'agent' must be a command: a string, or a list of strings")
     return DEFAULT_AGENT
