@@ -109,7 +109,7 @@ class Watcher:
         for event in notify.owed(team, history):  # written before a watcher ended, and not told: told now
             self.notifier.submit(event)
         self.read_to = events.size(self.path)  # what notify has been handed of the file, by byte
-        self.hosts = remote.Hosts(team) if team.across_hosts and hosts.here_of(team) is None else None
+        self.hosts = remote_hosts(team)
         self.last_error = ""
         self.rounds = 0
         self.stamp = file_stamp(team.path)
@@ -160,7 +160,7 @@ class Watcher:
         self.notifier.team = team
         if self.hosts is not None:
             self.hosts.close()  # the hosts may have changed: read them as the new file says
-        self.hosts = remote.Hosts(team) if team.across_hosts and hosts.here_of(team) is None else None
+        self.hosts = remote_hosts(team)
         for consumer in self.consumers:
             retarget = getattr(consumer, "retarget", None)
             if callable(retarget):
@@ -241,6 +241,11 @@ class Watcher:
         if self.hosts is not None:
             self.hosts.close()
         self.notifier.close()
+
+
+def remote_hosts(team: Team) -> remote.Hosts | None:
+    """The other hosts whose watchers this one reads: on the team's machine of a team across hosts only."""
+    return remote.Hosts(team) if team.across_hosts and hosts.here_of(team) is None else None
 
 
 def file_stamp(path: Path) -> tuple[int, int, int, int, int] | None:
