@@ -95,10 +95,7 @@ def cmd_log(args: argparse.Namespace) -> int:
         if args.json:
             write_json(out, items)
         else:
-            table = Table()
-            for number, item in items:
-                table.add(number, item, Filters())
-            out.writelines(table.lines())
+            out.writelines(Table.of(items, Filters()).lines())
     except KeyboardInterrupt:
         return 0
     except BrokenPipeError:
@@ -219,10 +216,7 @@ def render(
             for host, pair in zip(where, items, strict=True)
             if not isinstance(pair[1], Record) or filters.keep(pair[1])
         )
-    table = Table(min_route)
-    for number, item in items:
-        table.add(number, item, filters)
-    return "".join(table.lines())
+    return "".join(Table.of(items, filters, min_route).lines())
 
 
 class Table:
@@ -235,6 +229,14 @@ class Table:
         self.spill: Any = None  # the temporary file, once there are more than SPILL rows
         self.route_width = min_route
         self.outcome_width = OUTCOME_WIDTH
+
+    @classmethod
+    def of(cls, items: Iterable[logread.Item], filters: Filters, min_route: int = 0) -> Table:
+        """The table of ``items`` as ``filters`` keeps them (each read once, as it comes)."""
+        table = cls(min_route)
+        for number, item in items:
+            table.add(number, item, filters)
+        return table
 
     def add(self, number: int | None, item: Record | Foreign, filters: Filters) -> None:
         row: tuple[str, str, str, str] | str
