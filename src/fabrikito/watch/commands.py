@@ -51,7 +51,9 @@ def cmd_events(args: argparse.Namespace) -> int:
         found = sorted(events.open_items(found).values(), key=lambda e: e.at)
     out = sys.stdout
     if args.follow:
-        _stop_on_signals()
+        from fabrikito.watch.view import stop_on_signals
+
+        stop_on_signals()  # between two lines, status 0
     try:
         if args.json and not args.follow:
             out.write(json.dumps({"version": JSON_VERSION, "team": team.name, "events": [e.to_json() for e in found]}))
@@ -79,17 +81,6 @@ def cmd_events(args: argparse.Namespace) -> int:
     except BrokenPipeError:
         return 0
     return 0
-
-
-def _stop_on_signals() -> None:
-    """SIGTERM and SIGHUP (a closed terminal) end a follow as Ctrl-C does: between two lines, status 0."""
-    import signal
-
-    def stop(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt
-
-    for signum in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(signum, stop)
 
 
 def build_notify(p: argparse.ArgumentParser) -> None:

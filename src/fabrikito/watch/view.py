@@ -44,11 +44,16 @@ def _stop(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
+def stop_on_signals() -> None:
+    """SIGTERM and SIGHUP (a closed terminal) end the view, or ``events --follow``, as Ctrl-C does."""
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGHUP, _stop)
+
+
 def run(team: Team) -> int:
     import curses
 
-    signal.signal(signal.SIGTERM, _stop)
-    signal.signal(signal.SIGHUP, _stop)
+    stop_on_signals()
     try:
         curses.wrapper(lambda scr: _loop(team, scr))
     except KeyboardInterrupt:
