@@ -485,7 +485,9 @@ def _kickoff(run: _Run, w: _Waiting) -> None:
     ok = delivery.result is engine.Result.DELIVERED
     outcome = msglog.Outcome.DELIVERED if ok else msglog.Outcome.NOT_DELIVERED
     log_error = _log(team, LAUNCHER, seat.role, outcome, text)
-    write_launch(team, seat.role, LaunchRecord(w.pane, pid, "delivered" if ok else "failed", time.time(), ticks))
+    emptied = emptied and delivery.result is engine.Result.TYPED  # nothing sent: up gives it again
+    state = "delivered" if ok else "pending" if emptied else "failed"
+    write_launch(team, seat.role, LaunchRecord(w.pane, pid, state, time.time(), ticks))
     if ok and w.plan is not None and not w.plan.id:  # Codex CLI picks its conversation's id: read it now
         found, why = conversations.await_id(team, seat)
         if found or why:
@@ -493,14 +495,13 @@ def _kickoff(run: _Run, w: _Waiting) -> None:
     if ok:
         run.progress(seat.role, f"{what} delivered" + log_error)
         run.done(seat.role, Step.STARTED, f"{what} delivered" + log_error)
-    elif delivery.result is engine.Result.TYPED and emptied:
+    elif emptied:
         run.fail(
             seat,
             f"its {what} was typed but did not stay in the box ({delivery.reason}), and the box is empty now: "
             f"nothing was sent. Attach with `{attach_hint(team, seat)}`, then `fabrikito up` again to give it"
             + log_error,
         )
-        write_launch(team, seat.role, LaunchRecord(w.pane, pid, "pending", time.time(), ticks))
     elif delivery.result is engine.Result.TYPED:
         run.fail(
             seat,
