@@ -215,6 +215,28 @@ def test_both_read_a_process_alike(on_a_terminal: int) -> None:
     assert on_a_terminal in set(portable.pids()) & set(linux.pids())
 
 
+def test_environ_values_reads_names_as_environ_has_them() -> None:
+    # A name given twice (the last counts, as in environ), a value holding "NAME=" and "=", an empty value,
+    # a name that is a prefix of another, bytes that are not UTF-8, and a name absent.
+    block = [b"HOMEX=not-home", b"HOME=/first", b"X=HOME=/forged", b"HOME=/last=end", b"EMPTY=", b"BAD=\xff\xfe"]
+    child = subprocess.Popen([b"env", b"-i", *block, b"sleep", b"30"])
+    try:
+        for _ in range(200):
+            if linux.exe_name(child.pid) == "sleep":
+                break
+            time.sleep(0.01)
+        names = ("HOME", "EMPTY", "BAD", "MISSING", "HOMEX", "X")
+        for impl in (linux, portable):
+            whole = impl.environ(child.pid)
+            assert impl.environ_values(child.pid, names) == {name: whole[name] for name in names if name in whole}
+        assert linux.environ_values(child.pid, ("HOME", "MISSING")) == {"HOME": "/last=end"}
+    finally:
+        child.kill()
+        child.wait()
+    with pytest.raises(hostos.ProcessGone):
+        linux.environ_values(child.pid, ("HOME",))
+
+
 def test_both_tell_a_zombie_and_a_gone_process() -> None:
     child = subprocess.Popen(["true"])
     deadline = time.monotonic() + 10

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
 __all__ = [
+    "CONFIG_NAMES",
     "ProcInfo",
     "ProcessGone",
     "ProcessUnreadable",
@@ -30,6 +31,7 @@ __all__ = [
     "config_dir",
     "config_dir_name",
     "environ",
+    "environ_values",
     "exe_name",
     "exe_path",
     "foreground_group",
@@ -43,8 +45,13 @@ exe_name = hostos.exe_name
 foreground_group = hostos.foreground_group
 cmdline = hostos.cmdline
 environ = hostos.environ
+environ_values = hostos.environ_values
 children_of = hostos.children_of
 alive = hostos.alive
+
+
+CONFIG_NAMES = ("CLAUDE_CONFIG_DIR", "HOME")
+"""The names :func:`claude_config_dir` reads: :func:`environ_values` of a process gives them."""
 
 
 def claude_config_dir(env: Mapping[str, str]) -> str | None:

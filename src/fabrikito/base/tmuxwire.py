@@ -69,10 +69,12 @@ def parse_answer(window: list[bytes], count: int, argv: list[str]) -> str | Tmux
         if begin is None:
             return TmuxError(argv, returncode=0, stderr="", reason="answered in an unexpected shape")
         tag = window[begin][7:]
-        ends = [i for i in range(begin + 1, len(window)) if window[i] in (b"%end " + tag, b"%error " + tag)]
-        if not ends:
+        closers = (b"%end " + tag, b"%error " + tag)
+        # The first end line of the block, but the last one of the last block (a screen can forge one).
+        lines = range(len(window) - 1, begin, -1) if index == count - 1 else range(begin + 1, len(window))
+        end = next((i for i in lines if window[i] in closers), None)
+        if end is None:
             return TmuxError(argv, returncode=0, stderr="", reason="answered in an unexpected shape")
-        end = ends[-1] if index == count - 1 else ends[0]
         if window[end].startswith(b"%error "):
             said = b"\n".join(window[begin + 1 : end]).decode("utf-8", "replace")
             return TmuxError(argv, returncode=1, stderr=said)

@@ -286,7 +286,7 @@ def package_version(exe: str | None) -> str | None:
 def registry_entry(pid: int) -> dict[str, Any] | None:
     """The session registry entry Claude Code process ``pid`` wrote, as that process's environment places it."""
     try:
-        config = procs.claude_config_dir(procs.environ(pid))
+        config = procs.claude_config_dir(procs.environ_values(pid, procs.CONFIG_NAMES))
     except (procs.ProcessGone, procs.ProcessUnreadable):
         return None
     if config is None:
@@ -392,10 +392,11 @@ def parse_looks(out: str, marker: str, pane_ids: Sequence[str]) -> dict[str, Loo
         if look is not None and look.pane_id in wanted:
             found[look.pane_id] = look
 
+    prefix = marker + SEP
     for line in out.split("\n"):
-        if line.startswith(marker + SEP):
+        if line.startswith(prefix):
             flush()
-            values = split_fields(line[len(marker) + 1 :], len(SNAP_FIELDS))
+            values = split_fields(line[len(prefix) :], len(SNAP_FIELDS))
             head = None if values is None else dict(zip(SNAP_FIELDS, values, strict=True))
             screen = []
         elif head is not None:

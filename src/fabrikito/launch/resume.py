@@ -104,7 +104,21 @@ def _identity(team: Team, seat: Seat) -> tuple[str, str, str, str]:
 
 def read_record(team: Team, role: str) -> tuple[Conversation | None, str]:
     """The seat's record, or ``None`` with why it cannot be used (``""``: there is none)."""
-    path = record_path(team, role)
+    return _read_at(str(record_path(team, role)))
+
+
+def read_records(team: Team) -> dict[str, Conversation]:
+    """Every seat's usable record, by role (``status`` of 50 seats: the folder's path made once)."""
+    folder = str(records_dir(team))
+    found = {}
+    for role in team.roles:
+        record, _ = _read_at(os.path.join(folder, f"{role}.json"))
+        if record is not None:
+            found[role] = record
+    return found
+
+
+def _read_at(path: str) -> tuple[Conversation | None, str]:
     try:
         raw = statedir.read_plain(path)
     except (OSError, FabrikitoError) as exc:

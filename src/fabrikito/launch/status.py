@@ -261,12 +261,7 @@ def conversation_records(team: Team) -> dict[str, tuple[str | None, int]]:
     """Each seat's recorded conversation id and restart count (a seat with no usable record is left out)."""
     from fabrikito.launch import resume
 
-    found: dict[str, tuple[str | None, int]] = {}
-    for seat in team.seats:
-        record, _ = resume.read_record(team, seat.role)
-        if record is not None:
-            found[seat.role] = (record.id or None, record.restarts)
-    return found
+    return {role: (record.id or None, record.restarts) for role, record in resume.read_records(team).items()}
 
 
 def seat_state(

@@ -110,6 +110,21 @@ def environ(pid: int) -> dict[str, str]:
     return env
 
 
+def environ_values(pid: int, names: tuple[str, ...]) -> dict[str, str]:
+    """The values of ``names`` in the environment a process started with, as :func:`environ` has them (the
+    last of a name given twice), without decoding the rest: ``status`` reads two names of every seat's."""
+    raw = b"\0" + _read(pid, "environ")
+    found: dict[str, str] = {}
+    for name in names:
+        key = b"\0" + name.encode("utf-8", "surrogateescape") + b"="
+        at = raw.rfind(key)  # a value holds no NUL, so only an entry's start matches
+        if at >= 0:
+            start = at + len(key)
+            end = raw.find(b"\0", start)
+            found[name] = raw[start : end if end >= 0 else len(raw)].decode("utf-8", "replace")
+    return found
+
+
 def cwd(pid: int) -> str | None:
     """A process's working directory, or ``None`` when it cannot be read."""
     try:

@@ -166,6 +166,12 @@ def environ(pid: int) -> dict[str, str]:
     return _ask(pid, lambda proc: dict(proc.environ()))
 
 
+def environ_values(pid: int, names: tuple[str, ...]) -> dict[str, str]:
+    """The values of ``names`` in the environment a process started with."""
+    env = environ(pid)
+    return {name: env[name] for name in names if name in env}
+
+
 def cwd(pid: int) -> str | None:
     """A process's working directory, or ``None`` when it cannot be read."""
     import psutil
