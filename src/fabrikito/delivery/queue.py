@@ -482,16 +482,6 @@ def set_aside(team: Team, path: Path, why: str) -> Path:
     return target
 
 
-def waited(seconds: float) -> str:
-    """``42s``, ``3m05s``, ``2h01m``."""
-    s = max(0, int(seconds))
-    if s < 60:
-        return f"{s}s"
-    if s < 3600:
-        return f"{s // 60}m{s % 60:02d}s"
-    return f"{s // 3600}h{s % 3600 // 60:02d}m"
-
-
 def parse_duration(text: str) -> float:
     """``--expire``: ``90s``, ``30m``, ``2h``, ``1h30m`` or plain seconds; more than 0, at most 24 hours."""
     raw = text.strip().lower()
