@@ -23,7 +23,6 @@ from fabrikito.delivery.engine import (
     EXIT_DELIVERED,
     EXIT_LOG_FAILED,
     EXIT_REFUSED,
-    EXIT_TYPED,
     EXIT_USAGE,
     Context,
     Delivery,
@@ -43,19 +42,6 @@ from fabrikito.team.teamfile import Team
 
 if TYPE_CHECKING:
     from typing import TextIO
-
-# The say command's exit statuses are the engine's.
-__all__ = [
-    "EXIT_DELIVERED",
-    "EXIT_LOG_FAILED",
-    "EXIT_REFUSED",
-    "EXIT_TYPED",
-    "EXIT_USAGE",
-    "Message",
-    "no_trace",
-    "prepare_text",
-    "run_say",
-]
 
 
 @frozen
