@@ -267,9 +267,9 @@ def test_launch_record_round_trip(tmp_path: Path) -> None:
 def test_unknown_role_is_a_usage_error(tmp_path: Path) -> None:
     team = make_team(tmp_path)
     with pytest.raises(UsageError, match="no seat nope"):
-        lifecycle.select_seats(team, ["api", "nope"])
-    assert [s.role for s in lifecycle.select_seats(team, ["sec", "em"])] == ["em", "sec"]
-    assert len(lifecycle.select_seats(team, None)) == 4
+        seatfiles.select_seats(team, ["api", "nope"])
+    assert [s.role for s in seatfiles.select_seats(team, ["sec", "em"])] == ["em", "sec"]
+    assert len(seatfiles.select_seats(team, None)) == 4
 
 
 def test_cli_registers_up_down_status_demo() -> None:

@@ -214,7 +214,7 @@ def test_a_say_stopped_while_it_waits_for_the_seat_lock_is_logged(tmp_path: Path
             time.sleep(1.5)  # well inside the 8 s the lock is waited for
             proc.send_signal(sig)
             _, err = proc.communicate(timeout=10)
-            assert proc.returncode == say.EXIT_REFUSED, err
+            assert proc.returncode == engine.EXIT_REFUSED, err
             assert f"stopped by {sig.name}" in err and "Traceback" not in err
             new = _lines(team)[before:]
             assert len(new) == 1

@@ -288,7 +288,7 @@ def test_say_queue_queues_only_what_the_seat_state_refused(tmp_path: Path, monke
 
     monkeypatch.setattr(worker, "ensure_running", ensure_running)
     code = say.after_say(team, "owner", "all", "hi", results, expire=60, out=out.append, err=out.append)
-    assert code == say.EXIT_REFUSED
+    assert code == engine.EXIT_REFUSED
     assert [m.role for ms in queue.scan(team).messages.values() for m in ms] == ["dev"]
     assert out[0].startswith("queued dev-")
     assert [(r.recipient, r.outcome) for r in _records(team)] == [

@@ -17,7 +17,7 @@ import pytest
 from fabrikito.base import ssh
 from fabrikito.base.errors import TeamFileError
 from fabrikito.base.ssh import HostError, Problem
-from fabrikito.delivery import route, say
+from fabrikito.delivery import engine, route, say
 from fabrikito.delivery.engine import Result
 from fabrikito.launch import seatfiles, status
 from fabrikito.log import hostlogs, msglog
@@ -254,7 +254,7 @@ def test_a_connection_dropped_after_the_host_accepted_is_not_known_never_resent(
     team = _team(tmp_path)
     monkeypatch.setenv("FAKE_SSH", "dropped")
     code, out, err = _say(team, "api", "ship it")
-    assert code == say.EXIT_TYPED
+    assert code == engine.EXIT_TYPED
     assert out == [] and len(err) == 1
     assert err[0].startswith("not known whether api got it: host build-2: the connection dropped")
     assert "finishes on its own" in err[0] and "Do not send it again" in err[0]
@@ -270,7 +270,7 @@ def test_an_unknown_host_key_refuses_at_once_with_nothing_typed(
     team = _team(tmp_path)
     monkeypatch.setenv("FAKE_SSH", "unknown-key")
     code, _, err = _say(team, "api", "ship it")
-    assert code == say.EXIT_REFUSED
+    assert code == engine.EXIT_REFUSED
     assert err == [
         "not sent to api: host build-2: its host key is not in known_hosts. Connect once by hand (`ssh build-2`), "
         "check the key's fingerprint and accept it, then try again; fabrikito never accepts a host key itself "
@@ -299,7 +299,7 @@ def test_say_to_a_seat_on_another_host_needs_no_tmux_server_here(
         err=lambda _: None,
         expire=60.0,
     )
-    assert code == say.EXIT_REFUSED  # --queue does not reach another host yet, and says so
+    assert code == engine.EXIT_REFUSED  # --queue does not reach another host yet, and says so
 
 
 def test_status_shows_an_unreachable_host_with_sshs_reason(
@@ -454,7 +454,7 @@ def test_say_on_a_host_with_another_machines_team_role_is_refused_and_logged(
     code = say.run_say(
         team, team.server(), "api", "as em", env_role="em", caller_pid=os.getpid(), out=out.append, err=err.append
     )
-    assert code == say.EXIT_REFUSED, err
+    assert code == engine.EXIT_REFUSED, err
     assert "em is a seat of the team's own machine, and this is host build-2" in err[0]
     assert _lines(team) == [["em", "api", "NOT-DELIVERED", "as em"]]
 

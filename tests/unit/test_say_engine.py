@@ -77,7 +77,7 @@ def test_a_ready_box_gets_the_label_then_the_message_then_one_enter(
         pid=claude_pid,
     )
     code, team, _ = say_dev(tmp_path, pane)
-    assert code == say.EXIT_DELIVERED
+    assert code == engine.EXIT_DELIVERED
     assert pane.pastes == ["[from em] ", MESSAGE]
     assert sent(pane) == ["paste", "paste", "Enter"]
     line = only_line(team)
@@ -99,7 +99,7 @@ def test_a_box_that_is_not_ready_is_refused_with_nothing_typed(
 ) -> None:
     pane = Pane(screen(f"{FULL}-{start}"), pid=claude_pid)
     code, team, errors = say_dev(tmp_path, pane)
-    assert code == say.EXIT_REFUSED
+    assert code == engine.EXIT_REFUSED
     assert sent(pane) == []
     assert only_line(team).outcome == "NOT-DELIVERED"
     assert why in " ".join(errors) and "Nothing was typed" in " ".join(errors)
@@ -108,7 +108,7 @@ def test_a_box_that_is_not_ready_is_refused_with_nothing_typed(
 def test_a_box_holding_more_than_the_label_gets_no_message(tmp_path: Path, claude_pid: int) -> None:
     pane = Pane(screen(f"{FULL}-empty-box-fresh-start"), {"paste": names(f"{FULL}-label-then-short")}, pid=claude_pid)
     code, team, errors = say_dev(tmp_path, pane)
-    assert code == say.EXIT_TYPED
+    assert code == engine.EXIT_TYPED
     assert pane.pastes == ["[from em] "]  # the message was never pasted
     assert "Enter" not in pane.keys
     assert only_line(team).outcome == "NOT-DELIVERED"
@@ -123,7 +123,7 @@ def test_no_enter_when_the_box_does_not_hold_just_the_message(tmp_path: Path, cl
         pid=claude_pid,
     )
     code, team, _ = say_dev(tmp_path, pane)
-    assert code == say.EXIT_TYPED
+    assert code == engine.EXIT_TYPED
     assert sent(pane) == ["paste", "paste"]
     assert only_line(team).outcome == "NOT-DELIVERED"
 
@@ -151,7 +151,7 @@ def test_the_first_look_is_taken_with_the_seats_lock_held_and_read_before_the_fi
 
     pane = delivering_pane(claude_pid, on_call)
     code, _team, _ = say_dev(tmp_path, pane)
-    assert code == say.EXIT_DELIVERED
+    assert code == engine.EXIT_DELIVERED
     assert held == [True]  # one look before the first paste, and the lock was held
     assert [c[0] for c in pane.calls][:3] == ["list-panes", "display-message", "load-buffer"]
     assert pane.started and all(call.read for call in pane.started)
@@ -166,7 +166,7 @@ def test_a_pane_without_an_agent_is_refused_and_its_started_look_is_still_read(t
             code, team, errors = say_dev(tmp_path, pane)
         finally:
             shell.kill()
-    assert code == say.EXIT_REFUSED
+    assert code == engine.EXIT_REFUSED
     assert "not running an agent" in " ".join(errors)
     assert sent(pane) == []
     assert [call.argv[0] for call in pane.started] == ["display-message"]
@@ -193,7 +193,7 @@ def test_a_paste_not_drawn_yet_is_read_again_after_a_pause_not_at_once(tmp_path:
         on_call=on_call,
     )
     code, _team, _ = say_dev(tmp_path, pane)
-    assert code == say.EXIT_DELIVERED
+    assert code == engine.EXIT_DELIVERED
     for text in drawn:
         (first, _), (second, _) = [r for r in reads if r[1] == text][:2]
         assert second - first >= engine.POLL * 0.9, text
@@ -209,7 +209,7 @@ def test_the_first_look_after_the_enter_waits_for_the_request_to_leave(tmp_path:
 
     pane = delivering_pane(claude_pid, on_call)
     code, _team, _ = say_dev(tmp_path, pane)
-    assert code == say.EXIT_DELIVERED
+    assert code == engine.EXIT_DELIVERED
     names_in_order = [name for _, name in calls]
     enter = names_in_order.index("Enter")
     assert names_in_order[enter + 1 :] == ["display-message"]  # one look after it, and it saw the box empty
@@ -223,7 +223,7 @@ def test_an_enter_that_does_not_land_is_reported_as_typed(tmp_path: Path, claude
         pid=claude_pid,
     )
     code, team, errors = say_dev(tmp_path, pane)
-    assert code == say.EXIT_TYPED
+    assert code == engine.EXIT_TYPED
     assert sent(pane) == ["paste", "paste", "Enter"]
     assert "not seen empty" in " ".join(errors)
     assert only_line(team).outcome == "NOT-DELIVERED"
@@ -233,7 +233,7 @@ def test_an_enter_that_does_not_land_is_reported_as_typed(tmp_path: Path, claude
 def test_control_characters_are_refused_before_anything_is_typed(tmp_path: Path, claude_pid: int, char: str) -> None:
     pane = Pane(screen(f"{FULL}-empty-box-fresh-start"), pid=claude_pid)
     code, team, errors = say_dev(tmp_path, pane, f"look{char}[31m here")
-    assert code == say.EXIT_REFUSED
+    assert code == engine.EXIT_REFUSED
     assert sent(pane) == []
     assert f"U+{ord(char):04X}" in " ".join(errors)
     line = only_line(team)
@@ -248,7 +248,7 @@ def test_a_message_that_is_not_utf8_is_refused_and_logged_as_its_bytes(tmp_path:
     latin1 = b"caf\xe9 cr\xe8me".decode("utf-8", "surrogateescape")  # as Python keeps such argv
     pane = Pane(screen(f"{FULL}-empty-box-fresh-start"), pid=claude_pid)
     code, team, errors = say_dev(tmp_path, pane, latin1)
-    assert code == say.EXIT_REFUSED
+    assert code == engine.EXIT_REFUSED
     assert sent(pane) == []
     assert "not valid UTF-8" in " ".join(errors)
     line = only_line(team)
@@ -272,7 +272,7 @@ def test_say_all_from_the_only_seat_reaches_nobody_and_says_so(tmp_path: Path, c
         out=print,
         err=errors.append,
     )
-    assert code == say.EXIT_REFUSED
+    assert code == engine.EXIT_REFUSED
     assert "only seat" in " ".join(errors)
     assert only_line(team).outcome == "NOT-DELIVERED"
 
@@ -284,7 +284,7 @@ def test_the_owner_is_named_when_the_server_is_down(tmp_path: Path) -> None:
     server = Server(socket_path=str(tmp_path / "no-such-server"))
     errors: list[str] = []
     code = say.run_say(team, server, "dev", "hi", env_role=None, caller_pid=os.getpid(), out=print, err=errors.append)
-    assert code == say.EXIT_REFUSED
+    assert code == engine.EXIT_REFUSED
     sender = only_line(team).sender
     try:
         expected = identity.sender_from_ancestry(team, [])

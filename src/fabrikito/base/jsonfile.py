@@ -1,5 +1,9 @@
 """A JSON object read from a file that another program writes (Claude Code's registry and settings, a
-seat's files): what is missing, unreadable, broken or not an object reads as ``None``, never an error."""
+seat's files): what is missing, unreadable, broken or not an object reads as ``None``, never an error.
+
+:func:`string` reads a field that a record fabrikito writes itself must hold (a queued message, a seat's
+conversation record): there a field that is missing or not a string is an error, which its reader
+turns into "damaged"."""
 
 from __future__ import annotations
 
@@ -10,6 +14,7 @@ import time
 from fabrikito import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
     from typing import Any
 
 
@@ -32,3 +37,12 @@ def read_object(path: str | os.PathLike[str], *, again_after: float | None = Non
             return None
         return data if isinstance(data, dict) else None
     return None
+
+
+def string(record: Mapping[str, object], key: str) -> str:
+    """``record[key]``, which must be a string: ``KeyError`` when it is missing, ``TypeError`` when it is not
+    a string."""
+    value = record[key]
+    if not isinstance(value, str):
+        raise TypeError(f"{key} is not a string")
+    return value

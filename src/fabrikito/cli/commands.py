@@ -93,6 +93,7 @@ def cmd_say(args: argparse.Namespace) -> int:
     server = inv.tmux(team.server())
     listing = server.start_list_panes() if os.path.exists(server.resolved_socket_path()) else None
     from fabrikito.delivery import say
+    from fabrikito.delivery.engine import no_trace
 
     expire = _expire(args)
     return say.run_say(
@@ -104,7 +105,7 @@ def cmd_say(args: argparse.Namespace) -> int:
         caller_pid=inv.pid,
         out=inv.out,
         err=inv.err,
-        trace=inv.err if args.verbose else say.no_trace,
+        trace=inv.err if args.verbose else no_trace,
         expire=expire,
         listing=listing,
     )

@@ -42,7 +42,7 @@ from enum import StrEnum
 from pathlib import Path
 
 from fabrikito import TYPE_CHECKING
-from fabrikito.base import statedir, values
+from fabrikito.base import jsonfile, statedir, values
 from fabrikito.base.errors import FabrikitoError, StateFileError, UsageError
 from fabrikito.base.values import frozen
 from fabrikito.delivery import workerstate
@@ -194,14 +194,14 @@ def decode(path: Path, data: bytes, team: Team, role: str) -> Message:
         raise Damaged(f"its fields are not the queue's ({', '.join(map(str, odd))})")
     try:
         msg = Message(
-            id=_str(record, "id"),
-            role=_str(record, "role"),
-            sender=_str(record, "sender"),
-            text=_str(record, "text"),
+            id=jsonfile.string(record, "id"),
+            role=jsonfile.string(record, "role"),
+            sender=jsonfile.string(record, "sender"),
+            text=jsonfile.string(record, "text"),
             queued=_time(record, "queued"),
             expires=_time(record, "expires"),
             state=State(record["state"]),
-            reason=_str(record, "reason"),
+            reason=jsonfile.string(record, "reason"),
             path=path,
         )
     except (KeyError, TypeError, ValueError):
@@ -218,13 +218,6 @@ def decode(path: Path, data: bytes, team: Team, role: str) -> Message:
     if why is not None:
         raise Damaged(f"its text is not one fabrikito queues ({why})")
     return msg
-
-
-def _str(record: dict[str, object], key: str) -> str:
-    value = record[key]
-    if not isinstance(value, str):
-        raise TypeError(key)
-    return value
 
 
 def _time(record: dict[str, object], key: str) -> float:
@@ -480,16 +473,6 @@ def set_aside(team: Team, path: Path, why: str) -> Path:
     os.rename(path, target)
     log_set_aside(team, path, target, why)
     return target
-
-
-def waited(seconds: float) -> str:
-    """``42s``, ``3m05s``, ``2h01m``."""
-    s = max(0, int(seconds))
-    if s < 60:
-        return f"{s}s"
-    if s < 3600:
-        return f"{s // 60}m{s % 60:02d}s"
-    return f"{s // 3600}h{s % 3600 // 60:02d}m"
 
 
 def parse_duration(text: str) -> float:

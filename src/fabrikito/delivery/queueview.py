@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable
 
 from fabrikito import TYPE_CHECKING
+from fabrikito.base import durations
 from fabrikito.base.errors import UsageError
 from fabrikito.base.values import frozen
 from fabrikito.delivery import workerstate
@@ -110,12 +111,6 @@ def notice_line(msg: Message) -> str:
     return f"NOTICE {msg.role}: queued message {msg.id} from {msg.sender} {what} ./fabrikito queue drop {msg.id}"
 
 
-def age(seconds: float) -> str:
-    from fabrikito.delivery import queue
-
-    return queue.waited(seconds)
-
-
 def render(team: Team, view: Overview, *, now: float | None = None) -> str:
     from fabrikito.delivery import queue
 
@@ -128,10 +123,9 @@ def render(team: Team, view: Overview, *, now: float | None = None) -> str:
         lines.append("nothing queued")
     for msg in view.messages:
         live = (*queue.WAITING, queue.State.HELD)
-        expiry = "" if msg.state not in live else f", expires in {age(msg.expires - now)}"
-        lines.append(
-            f"{msg.id}  to {msg.role} from {msg.sender}  {msg.state.value}, waited {age(now - msg.queued)}{expiry}"
-        )
+        expiry = "" if msg.state not in live else f", expires in {durations.short(msg.expires - now)}"
+        waited = durations.short(now - msg.queued)
+        lines.append(f"{msg.id}  to {msg.role} from {msg.sender}  {msg.state.value}, waited {waited}{expiry}")
         lines.append(f"    {why_waits(w, msg)}")
     lines += view.notices
     del team

@@ -15,7 +15,7 @@ import os
 from collections.abc import Callable
 
 from fabrikito import TYPE_CHECKING
-from fabrikito.base import statedir
+from fabrikito.base import durations, statedir
 from fabrikito.base.errors import FabrikitoError, StateFileError, UsageError
 from fabrikito.base.tmux import Pending, Server
 from fabrikito.base.values import frozen
@@ -23,7 +23,6 @@ from fabrikito.delivery.engine import (
     EXIT_DELIVERED,
     EXIT_LOG_FAILED,
     EXIT_REFUSED,
-    EXIT_TYPED,
     EXIT_USAGE,
     Context,
     Delivery,
@@ -43,19 +42,6 @@ from fabrikito.team.teamfile import Team
 
 if TYPE_CHECKING:
     from typing import TextIO
-
-# The say command's exit statuses are the engine's.
-__all__ = [
-    "EXIT_DELIVERED",
-    "EXIT_LOG_FAILED",
-    "EXIT_REFUSED",
-    "EXIT_TYPED",
-    "EXIT_USAGE",
-    "Message",
-    "no_trace",
-    "prepare_text",
-    "run_say",
-]
 
 
 @frozen
@@ -258,7 +244,7 @@ def after_say(
             else:
                 queued = True
                 problem = queue.log(team, msg, msglog.Outcome.QUEUED)
-                out(f"queued {msg.id} for {r.role} (waits: {r.reason}; expires in {queue.waited(expire)})")
+                out(f"queued {msg.id} for {r.role} (waits: {r.reason}; expires in {durations.short(expire)})")
         else:
             outcome = msglog.Outcome.DELIVERED if r.result is Result.DELIVERED else msglog.Outcome.NOT_DELIVERED
             problem = queue.log_line(team, sender, r.role, outcome, msglog.body_for(sender, r.role, text))

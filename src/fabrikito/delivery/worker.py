@@ -32,7 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from fabrikito.base import daemons, statedir
+from fabrikito.base import daemons, durations, statedir
 from fabrikito.base.errors import FabrikitoError, StateFileError, TmuxError
 from fabrikito.delivery import engine, queue, seatlock, seatpane
 from fabrikito.delivery.queue import Message, State
@@ -199,7 +199,7 @@ class Worker:
             elif msg.state is State.DELIVERED:
                 self._delivered(msg)
             elif msg.state in (State.PENDING, State.HELD) and msg.expires <= now:
-                self._log_once(msg, msglog.Outcome.EXPIRED, f"expired after {queue.waited(now - msg.queued)}")
+                self._log_once(msg, msglog.Outcome.EXPIRED, f"expired after {durations.short(now - msg.queued)}")
                 queue.write(msg.moved(State.EXPIRED, f"expired: {msg.reason}"))
             else:
                 left.append(msg)
@@ -236,7 +236,7 @@ class Worker:
             when = float(at)
         except ValueError:
             when = time.time()
-        self._log_once(msg, msglog.Outcome.DELIVERED, f"waited {queue.waited(when - msg.queued)}")
+        self._log_once(msg, msglog.Outcome.DELIVERED, f"waited {durations.short(when - msg.queued)}")
         queue.remove(msg)
 
     def _uncertain(self, msg: Message, why: str) -> None:

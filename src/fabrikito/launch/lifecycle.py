@@ -36,10 +36,10 @@ from fabrikito.launch.seatfiles import (
     seat_command,
     seat_env,
     seats_dir,
+    select_seats,
     write_launch,
     write_seat_files,
 )
-from fabrikito.launch.seatfiles import select_seats as select_seats  # noqa: PLC0414 re-exported
 from fabrikito.launch.teardown import down
 from fabrikito.log import msglog
 from fabrikito.screen import FailClosedRecogniser, ScreenState, recogniser_for

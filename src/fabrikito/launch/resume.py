@@ -33,7 +33,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from fabrikito.base import daemons, statedir
+from fabrikito.base import daemons, jsonfile, statedir
 from fabrikito.base.errors import FabrikitoError
 from fabrikito.base.values import frozen, replace
 from fabrikito.team.teamfile import Seat, Team
@@ -130,15 +130,15 @@ def _read_at(path: str) -> tuple[Conversation | None, str]:
         if data.get("version") != RECORD_VERSION:
             raise ValueError(f"version {data.get('version')!r}, not {RECORD_VERSION}")
         record = Conversation(
-            team=_text(data, "team"),
-            role=_text(data, "role"),
-            folder=_text(data, "folder"),
-            agent=_text(data, "agent"),
-            release=_text(data, "release"),
-            id=_text(data, "id"),
+            team=jsonfile.string(data, "team"),
+            role=jsonfile.string(data, "role"),
+            folder=jsonfile.string(data, "folder"),
+            agent=jsonfile.string(data, "agent"),
+            release=jsonfile.string(data, "release"),
+            id=jsonfile.string(data, "id"),
             started=float(data["started"]),
             restarts=int(data["restarts"]),
-            state=_text(data, "state"),
+            state=jsonfile.string(data, "state"),
             restarted=float(data.get("restarted", 0.0)),
         )
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
@@ -146,13 +146,6 @@ def _read_at(path: str) -> tuple[Conversation | None, str]:
     if record.state not in (RUNNING, STOPPED):
         return None, f"its conversation record {path} is damaged (state {record.state!r})"
     return record, ""
-
-
-def _text(data: dict[str, object], key: str) -> str:
-    value = data[key]
-    if not isinstance(value, str):
-        raise TypeError(f"{key} is not a string")
-    return value
 
 
 def orphans(team: Team) -> list[str]:

@@ -31,6 +31,7 @@ from collections.abc import Mapping, Sequence
 from enum import StrEnum
 from pathlib import Path
 
+from fabrikito.base import durations
 from fabrikito.base.tmux import Pending, Server
 from fabrikito.base.values import frozen
 from fabrikito.delivery import queueview, seatpane
@@ -479,7 +480,7 @@ def queue_lines(view: queueview.Overview) -> list[str]:
     w = view.worker
     lines = [f"delivery worker: running (pid {w.pid})" if w.running else "delivery worker: not running"]
     for q in view.seats:
-        oldest = queueview.age(q.oldest or 0)
+        oldest = durations.short(q.oldest or 0)
         lines.append(f"queued for {q.role}: {q.waiting} waiting, the oldest for {oldest} ({q.why})")
     return lines + list(view.notices)
 

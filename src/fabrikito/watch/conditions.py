@@ -15,12 +15,16 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Mapping
 
+from fabrikito import TYPE_CHECKING
 from fabrikito.base.values import frozen
 from fabrikito.delivery.queueview import Overview
 from fabrikito.launch.status import SeatState, SeatStatus, Status
 from fabrikito.team.check import DIALOG_EXPIRY_DEFAULT, dialog_expiry
 from fabrikito.team.teamfile import Seat
 from fabrikito.team.watchconf import WatchConfig
+
+if TYPE_CHECKING:
+    from fabrikito.delivery.queue import Message
 
 HELD_DIALOG = "Held message from another session"
 HELD_LINE = re.compile(r"Held peer message — from (\S+)")
@@ -163,45 +167,33 @@ def _queue_conditions(view: Overview, config: WatchConfig) -> Iterator[Condition
     from fabrikito.delivery.queue import WAITING, State
 
     for msg in view.messages:
-        who = f"queued message {msg.id} from {msg.sender}"
         if msg.state is State.EXPIRED:
-            yield Condition(
-                f"queued-expired {msg.id}",
+            yield _queued(
                 "queued-expired",
-                msg.role,
-                f"{who} expired before the seat was ready, nothing typed: send it again if it still matters, "
+                msg,
+                "expired before the seat was ready, nothing typed: send it again if it still matters, "
                 f"then ./fabrikito queue drop {msg.id}",
                 since=msg.expires,
             )
         elif msg.state is State.UNCERTAIN:
-            yield Condition(
-                f"queued-uncertain {msg.id}",
-                "queued-uncertain",
-                msg.role,
-                f"{who} was pasted but its fate is unknown ({msg.reason}): check the seat, "
-                f"then ./fabrikito queue drop {msg.id}",
-                since=msg.queued,
-            )
+            what = f"was pasted but its fate is unknown ({msg.reason}): check the seat"
+            yield _queued("queued-uncertain", msg, f"{what}, then ./fabrikito queue drop {msg.id}", since=msg.queued)
         elif msg.state is State.HELD:
-            yield Condition(
-                f"queued-held {msg.id}",
-                "queued-held",
-                msg.role,
-                f"{who} is held ({msg.reason}): ./fabrikito queue release {msg.id} or queue drop {msg.id}",
-                since=msg.queued,
-            )
+            what = f"is held ({msg.reason}): ./fabrikito queue release {msg.id} or queue drop {msg.id}"
+            yield _queued("queued-held", msg, what, since=msg.queued)
         elif msg.state in WAITING:
-            yield Condition(
-                f"queued-long {msg.id}",
-                "queued-long",
-                msg.role,
-                f"{who} has waited long: {msg.reason or 'the seat is not ready'}",
-                since=msg.queued,
-                after=config.queued_after,
-            )
+            what = f"has waited long: {msg.reason or 'the seat is not ready'}"
+            yield _queued("queued-long", msg, what, since=msg.queued, after=config.queued_after)
     for line in view.notices:
         if line.startswith("NOTICE queue:"):
             yield Condition(f"notice queue {line}", "notice", "queue", line.removeprefix("NOTICE queue: "))
+
+
+def _queued(kind: str, msg: Message, what: str, *, since: float, after: float = 0.0) -> Condition:
+    """The condition ``kind`` of the queued message ``msg``: keyed by its id, about the seat it is for,
+    its detail ``what`` said of it."""
+    detail = f"queued message {msg.id} from {msg.sender} {what}"
+    return Condition(f"{kind} {msg.id}", kind, msg.role, detail, since=since, after=after)
 
 
 def sender_name(shown: str, by_pid: Mapping[int, str]) -> str:

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from fabrikito.base import statedir
+from fabrikito.base import durations, statedir
 from fabrikito.base.errors import StateFileError
 from fabrikito.base.values import frozen
 
@@ -72,15 +72,6 @@ def log_tail(path: Path, lines: int) -> list[str]:
         who = f"{record.sender.decode('utf-8', 'replace')} -> {record.recipient.decode('utf-8', 'replace')}"
         out.append(f"{record.time[11:]}  {who}  {record.outcome}")
     return out
-
-
-def ago(seconds: float) -> str:
-    s = max(0, int(seconds))
-    if s < 60:
-        return f"{s}s"
-    if s < 3600:
-        return f"{s // 60}m{s % 60:02d}s"
-    return f"{s // 3600}h{s % 3600 // 60:02d}m"
 
 
 def wrap(text: str, width: int) -> list[str]:
@@ -142,7 +133,7 @@ def frame(
         add("nothing to show until the watcher has run a round")
         return Frame(tuple(rows), ())
     age = now - float(state.get("at", 0))
-    live = "watcher: running" if age <= STALE else f"watcher: NO ROUND FOR {ago(age)} (see watcher.err)"
+    live = "watcher: running" if age <= STALE else f"watcher: NO ROUND FOR {durations.short(age)} (see watcher.err)"
     add(f"team {team_name}  {clock}  {live}")
     items = list(state.get("open") or [])
     add(f"NEEDS YOU ({len(items)})" if items else "NEEDS YOU: nothing")
@@ -152,7 +143,7 @@ def frame(
         since = float(item.get("since_at", item.get("at", now)))
         where = f" on {item['host']}" if item.get("host") else ""
         add(
-            f"! {item.get('seat')}{where} {item.get('kind')} ({ago(now - since)}): {item.get('detail')}",
+            f"! {item.get('seat')}{where} {item.get('kind')} ({durations.short(now - since)}): {item.get('detail')}",
             seat=str(item.get("seat")),
             message=message,
             choose=True,
@@ -166,7 +157,9 @@ def frame(
     queued = {str(m.get("role")): str(m.get("id")) for m in reversed(state.get("queued") or [])}
     for s in seats:
         since = s.get("since")
-        state_text = str(s.get("state")) + (f" {ago(now - float(since))}" if isinstance(since, int | float) else "")
+        state_text = str(s.get("state")) + (
+            f" {durations.short(now - float(since))}" if isinstance(since, int | float) else ""
+        )
         cells = [
             f"{s.get('role')!s:<10.10}",
             f"{state_text:<22.22}",
