@@ -340,6 +340,10 @@ def test_down_removes_a_control_session_its_server_left(team: teamfile.Team) -> 
     assert serverctl.ensure_running(team)
     # a server starting under a loaded machine (two workers of the portable pass) can take longer than 5 s
     wait_until(lambda: tmuxcontrol.CONTROL_SESSION in tmux.run("list-sessions", "-F", "#{session_name}"), 30)
+    # Killed only once tmux lists its client attached to that session: a client its owner leaves still
+    # connecting can keep tmux 3.3a from ever letting it go (cli/server.py: connect), and this test then
+    # waited its 30 s for the client to go (once in a full run, two workers).
+    wait_until(lambda: tmuxcontrol.CONTROL_SESSION in tmux.run("list-clients", "-F", "#{client_session}"), 30)
     pid = serverctl.running_pid(team.path)
     assert pid is not None
     os.kill(pid, signal.SIGKILL)  # no kill-session from it: its session stays

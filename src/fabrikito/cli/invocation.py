@@ -38,7 +38,7 @@ class Invocation:
     (``control``, the server's; ``None``: tmux processes of its own), and whether a stop signal is held
     until its guard is up (``held``)."""
 
-    __slots__ = ("control", "held", "pid", "served", "stderr", "stdin", "stdout")
+    __slots__ = ("control", "handed", "held", "pid", "served", "stderr", "stdin", "stdout")
 
     def __init__(
         self,
@@ -58,6 +58,7 @@ class Invocation:
         self.served = served
         self.control = control
         self.held = held  # the stop signals are held until the command's guard is up (cli.wire.holding)
+        self.handed = False  # the team's command server ran it (cli.wire.ask): nothing ran in this process
 
     @classmethod
     def here(cls) -> Invocation:
