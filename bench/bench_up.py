@@ -220,7 +220,9 @@ def main() -> None:
             "All seats start at once (one `new-session` each, a few ms apart) and one tmux call per 0.2 s round",
             "reads every waiting seat's screen. A Claude Code start is CPU-bound (Node start-up and first render):",
             f"{SEATS} starts need {floor:.1f} s of the {cpus} CPUs before any box can be up, so here the goal",
-            "cannot be met by scheduling; `up` adds little over that floor. With about a CPU per seat the ratio",
+            f"cannot be met by scheduling. The last box was ready {ready_all / floor:.2f}x that floor (the CPU per",
+            "seat is measured on a seat started alone; started together, they also share memory and the",
+            "scheduler, and `up` reads every waiting screen each round). With about a CPU per seat the ratio",
             f"comes close to 1x. Other work on the machine while this ran: load average {os.getloadavg()[0]:.1f}.",
         ]
     )

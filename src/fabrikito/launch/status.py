@@ -200,8 +200,13 @@ def collect(
     for seat in team.seats:
         row = by_session[seat.session]
         agents[seat.role] = None if row is None or row.dead else seatpane.foreground_agent(row.pane_pid)
+    # Read while tmux answers the looks (at 50 seats its part is the longest): the log, the records, say's
+    # refusals, the queue and the watcher need no screen.
     times = last_message_times(team.log_path, team.roles)
     records = conversation_records(team)
+    found = refusals.notices(team.state_dir / "say", list(team.roles))  # say's records (seatlock.say_dir)
+    queued = queueview.collect(team)
+    watcher = watcher_line(team)
     looks = looking.looks()
     kept: dict[str, str] = {}
     seats = []
@@ -231,7 +236,6 @@ def collect(
                 restarts=records.get(seat.role, (None, 0))[1],
             )
         )
-    found = refusals.notices(team.state_dir / "say", list(team.roles))  # say's records (seatlock.say_dir)
     notices = tuple(Notice(role=n.role, count=n.count, last=n.last) for n in found)
     return Status(
         team=team,
@@ -239,9 +243,9 @@ def collect(
         notices=notices,
         tmux_calls=calls,
         server_running=running,
-        queue=queueview.collect(team),
+        queue=queued,
         screens=kept if keep_screens else None,
-        watcher=watcher_line(team),
+        watcher=watcher,
     )
 
 
