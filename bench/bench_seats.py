@@ -1,8 +1,9 @@
 """What ``status`` and the delivery worker's round cost at 12, 25, 50 and 100 seats, on replayed panes.
 
-This shared 2-CPU machine cannot hold 50 real Claude Code seats (each needs
-~200 MB and its start-up CPU; six engineers share it), so each seat here is a
-tmux pane that shows a screen recorded from Claude Code 2.1.316
+Real Claude Code seats take about 200 MB and a start-up's CPU each (50 of
+them brought up together took 48 s of this 2-CPU machine: ``bench_up.py``),
+and what is measured here is fabrikito's part, so each seat here is a tmux pane
+that shows a screen recorded from Claude Code 2.1.316
 (``tests/fixtures/screens/2.1.316``, cycling through idle, busy, a draft in the
 box and a dialog) and then runs a process named ``claude`` with a session
 registry entry, as the unit tier's replay does: status and the worker read
@@ -279,8 +280,9 @@ def main() -> None:
     names = ", ".join(p.stem for p in shown)
     body = (
         "## Seat counts (issue 26): bench/bench_seats.py\n\n"
-        "Replayed panes, not real seats: this shared 2-CPU machine cannot hold 50 Claude Code seats (about "
-        "200 MB and a start-up's CPU each, beside other engineers' live tests). Each pane shows a screen recorded "
+        "Replayed panes, not real seats: a real Claude Code seat takes about 200 MB and a start-up's CPU "
+        "(`up` of 50 real ones: the up-50 section), and what is measured here is fabrikito's part. Each pane "
+        "shows a screen recorded "
         f"from Claude Code 2.1.316 ({names}, in turn) and runs a process named `claude` with a session registry "
         "entry, so `status` and the worker read tmux, /proc, the registry and the screens as they do for real "
         f"seats. Median of {RUNS} interleaved rounds; load average at the end {load:.1f}.\n\n"
