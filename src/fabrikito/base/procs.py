@@ -20,7 +20,6 @@ if TYPE_CHECKING:
     from pathlib import Path
 
 __all__ = [
-    "CONFIG_NAMES",
     "ProcInfo",
     "ProcessGone",
     "ProcessUnreadable",
@@ -30,8 +29,8 @@ __all__ = [
     "cmdline",
     "config_dir",
     "config_dir_name",
+    "config_dir_of",
     "environ",
-    "environ_values",
     "exe_name",
     "exe_path",
     "foreground_group",
@@ -45,13 +44,8 @@ exe_name = hostos.exe_name
 foreground_group = hostos.foreground_group
 cmdline = hostos.cmdline
 environ = hostos.environ
-environ_values = hostos.environ_values
 children_of = hostos.children_of
 alive = hostos.alive
-
-
-CONFIG_NAMES = ("CLAUDE_CONFIG_DIR", "HOME")
-"""The names :func:`claude_config_dir` reads: :func:`environ_values` of a process gives them."""
 
 
 def claude_config_dir(env: Mapping[str, str]) -> str | None:
@@ -61,6 +55,12 @@ def claude_config_dir(env: Mapping[str, str]) -> str | None:
         return os.path.expanduser(configured)
     home = env.get("HOME")
     return os.path.join(home, ".claude") if home else None
+
+
+def config_dir_of(pid: int) -> str | None:
+    """:func:`claude_config_dir` of the environment process ``pid`` started with, from the two names it
+    reads there (``status`` reads every seat's: the rest of the environment is not decoded)."""
+    return claude_config_dir(hostos.environ_values(pid, ("CLAUDE_CONFIG_DIR", "HOME")))
 
 
 def config_dir(env: Mapping[str, str] | None = None) -> Path:

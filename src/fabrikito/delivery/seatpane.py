@@ -286,7 +286,7 @@ def package_version(exe: str | None) -> str | None:
 def registry_entry(pid: int) -> dict[str, Any] | None:
     """The session registry entry Claude Code process ``pid`` wrote, as that process's environment places it."""
     try:
-        config = procs.claude_config_dir(procs.environ_values(pid, procs.CONFIG_NAMES))
+        config = procs.config_dir_of(pid)
     except (procs.ProcessGone, procs.ProcessUnreadable):
         return None
     if config is None:

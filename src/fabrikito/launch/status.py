@@ -236,11 +236,10 @@ def collect(
                 restarts=records.get(seat.role, (None, 0))[1],
             )
         )
-    notices = tuple(Notice(role=n.role, count=n.count, last=n.last) for n in found)
     return Status(
         team=team,
         seats=tuple(seats),
-        notices=notices,
+        notices=tuple(Notice(role=n.role, count=n.count, last=n.last) for n in found),
         tmux_calls=calls,
         server_running=running,
         queue=queued,
