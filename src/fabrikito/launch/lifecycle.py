@@ -473,18 +473,22 @@ def _kickoff(run: _Run, w: _Waiting) -> None:
         return
     delivery = _deliver_kickoff(run, seat, text)
     emptied = False
+    log_error: str | None = None  # the last attempt's line, once written
     if delivery.result is engine.Result.TYPED:
         # Text say itself left in the box (the label, or the start of the kickoff): submit it with
         # flush, as the spec's recovery says, then send the kickoff once more.
-        _log(team, LAUNCHER, seat.role, msglog.Outcome.NOT_DELIVERED, text)
+        log_error = _log(team, LAUNCHER, seat.role, msglog.Outcome.NOT_DELIVERED, text)
         flushed = _flush(run, seat)
         emptied = flushed is msglog.Outcome.FLUSH_NOTHING  # what was typed never reached the box
         if flushed is msglog.Outcome.FLUSHED:
             run.progress(seat.role, f"kickoff typed but not submitted ({delivery.reason}): flushed, sending it again")
             delivery = _deliver_kickoff(run, seat, text)
+            log_error = None  # a second attempt: a line of its own
     ok = delivery.result is engine.Result.DELIVERED
-    outcome = msglog.Outcome.DELIVERED if ok else msglog.Outcome.NOT_DELIVERED
-    log_error = _log(team, LAUNCHER, seat.role, outcome, text)
+    if log_error is None:  # one line an attempt: one not tried again has its line already
+        log_error = _log(
+            team, LAUNCHER, seat.role, msglog.Outcome.DELIVERED if ok else msglog.Outcome.NOT_DELIVERED, text
+        )
     emptied = emptied and delivery.result is engine.Result.TYPED  # nothing sent: up gives it again
     state = "delivered" if ok else "pending" if emptied else "failed"
     write_launch(team, seat.role, LaunchRecord(w.pane, pid, state, time.time(), ticks))
