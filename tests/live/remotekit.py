@@ -21,6 +21,9 @@ What :class:`OtherHost` sets up (as root; Debian's ``openssh-server``, which
   only fabrikito's gate (``command=…,restrict``), whose log root's sessions
   keep in :attr:`OtherHost.origin_state` (``XDG_STATE_HOME``, set by sshd).
 
+The user, its home and its keys are the machine's: one :class:`OtherHost` is up at a time on a
+machine (:data:`LOCK`, held until :meth:`OtherHost.close`), whichever process or checkout asks.
+
 :meth:`OtherHost.stop_sshd` stops the sshd and every connection it serves
 (the host is gone: the user's tmux server and seats, started over ssh, live
 on, as they would on a host whose network dropped); :meth:`start_sshd`
@@ -29,6 +32,7 @@ brings it back on the same port with the same key.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import pwd
 import shutil
@@ -43,6 +47,9 @@ from pathlib import Path
 USER = "fkremote"
 HOME = Path("/tmp/fab-host-fkremote")
 KEYS = Path("/tmp/fab-host-fkremote.ssh")
+#: Held while an :class:`OtherHost` is up: the user, its home and its keys are the machine's, one set for
+#: every test process (two pytest workers, or two checkouts' runs), so a second waits for the first's end.
+LOCK = Path("/tmp/fab-host-fkremote.lock")
 SSHD = "/usr/sbin/sshd"
 REPO = Path(__file__).resolve().parents[2]
 #: What fabrikito needs on a Linux host (psutil is for platforms without /proc).
@@ -85,21 +92,27 @@ class OtherHost:
     def __init__(self) -> None:
         assert os.geteuid() == 0, "the second host's live tests run as root (they add a user and start sshd)"
         assert os.path.exists(SSHD), "no sshd: ./scripts/setup installs openssh-server (apt-get install openssh-server)"
-        self.keys = KEYS  # outside pytest's own 0700 tree: sshd reads the user's authorized keys as the user
-        shutil.rmtree(self.keys, ignore_errors=True)
-        self.keys.mkdir(mode=0o700)
-        self.port = _free_port()
-        self.home = HOME
-        _end_user_processes()
-        shutil.rmtree(self.home, ignore_errors=True)
-        self.home.mkdir(mode=0o700)
-        self.sshd: subprocess.Popen[bytes] | None = None
-        self.tmux_sockets: list[str] = []  # the teams' tmux servers the user runs, killed at the end
-        self._user()
-        self.uid = pwd.getpwnam(USER).pw_uid
-        self._keys()
-        self._user_files()
-        self.config = self._origin_config()
+        self.lock = os.open(LOCK, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        fcntl.flock(self.lock, fcntl.LOCK_EX)  # another run's second host ends first (its close, or its death)
+        try:
+            self.keys = KEYS  # outside pytest's own 0700 tree: sshd reads the user's authorized keys as the user
+            shutil.rmtree(self.keys, ignore_errors=True)
+            self.keys.mkdir(mode=0o700)
+            self.port = _free_port()
+            self.home = HOME
+            _end_user_processes()
+            shutil.rmtree(self.home, ignore_errors=True)
+            self.home.mkdir(mode=0o700)
+            self.sshd: subprocess.Popen[bytes] | None = None
+            self.tmux_sockets: list[str] = []  # the teams' tmux servers the user runs, killed at the end
+            self._user()
+            self.uid = pwd.getpwnam(USER).pw_uid
+            self._keys()
+            self._user_files()
+            self.config = self._origin_config()
+        except BaseException:
+            os.close(self.lock)  # a host that did not come up holds nothing: the next may try
+            raise
 
     # -- setting up -------------------------------------------------------------------
 
@@ -303,3 +316,4 @@ class OtherHost:
         _end_user_processes()
         shutil.rmtree(self.home, ignore_errors=True)
         shutil.rmtree(self.keys, ignore_errors=True)
+        os.close(self.lock)  # the next run's second host may start
