@@ -108,6 +108,20 @@ def open_permission_prompt(tmux: Server, pane: str, standin: StandIn) -> None:
     tmux.paste(pane, "run the tool")
     tmux.send_keys(pane, "Enter")
     wait_for(lambda: "Do you want to proceed?" in tmux.capture(pane), 30, "the permission prompt")
+    wait_still(tmux, pane, 10, "the permission prompt drawn whole")  # its box's border came a moment later
+
+
+def wait_still(tmux: Server, pane: str, timeout: float, what: str) -> None:
+    """Wait until the pane shows the same screen twice, 0.3 s apart (an agent still drawing has not settled:
+    a screen captured meanwhile differs from the next for no one's doing)."""
+    shown = [tmux.capture(pane)]
+
+    def still() -> bool:
+        time.sleep(0.3)
+        shown.append(tmux.capture(pane))
+        return shown[-1] == shown[-2]
+
+    wait_for(still, timeout, what, lambda: shown[-1])
 
 
 def say_cut_between_pastes(team: Path, role: str, text: str, folder: Path) -> None:
