@@ -325,28 +325,29 @@ def bench(tmux_server: Server, claude_home: Path, standin: StandIn, tmp_path: Pa
         factory.close()
 
 
-def test_a_served_command_is_the_same_command(bench: Bench) -> None:
+@pytest.mark.parametrize("server_unbuffered", [False, True], ids=["server-buffered", "server-unbuffered"])
+def test_a_served_command_is_the_same_command(bench: Bench, server_unbuffered: bool) -> None:
     """The matrix, each served run next to the direct runs it is compared with; every difference is listed
-    at the end, each with both runs."""
+    at the end, each with both runs.  Once for a server started without ``PYTHONUNBUFFERED`` and once for
+    one started with it (two tests: two workers run them side by side)."""
     differences: list[str] = []
     seen: dict[tuple[str, str], Run] = {}
-    for server_unbuffered in (False, True):
-        bench.start_server(server_unbuffered)
-        for scenario in SCENARIOS:
-            for stream in STREAMS if scenario.name in ALL_STREAMS else ("pipe",):
-                ref = run(bench, scenario, served=False, unbuffered=False, stream=stream)
-                seen[(scenario.name, stream)] = ref
-                assert ref.code == scenario.code, (scenario.name, stream, ref)
-                if scenario.args[0] == "say" and scenario.code != 2 and stream != "terminal":
-                    assert ref.line is not None, (scenario.name, ref)  # a say leaves its line, however it ends
-                runs = [("direct", True, True)] + [("served", False, u) for u in (False, True)]
-                for label, _direct, unbuffered in runs:
-                    got = run(bench, scenario, served=label == "served", unbuffered=unbuffered, stream=stream)
-                    if got.key() != ref.key():
-                        differences.append(
-                            f"{scenario.name} [{stream}] {label} (server PYTHONUNBUFFERED={server_unbuffered}, "
-                            f"asker PYTHONUNBUFFERED={unbuffered}): {got} != direct {ref}"
-                        )
+    bench.start_server(server_unbuffered)
+    for scenario in SCENARIOS:
+        for stream in STREAMS if scenario.name in ALL_STREAMS else ("pipe",):
+            ref = run(bench, scenario, served=False, unbuffered=False, stream=stream)
+            seen[(scenario.name, stream)] = ref
+            assert ref.code == scenario.code, (scenario.name, stream, ref)
+            if scenario.args[0] == "say" and scenario.code != 2 and stream != "terminal":
+                assert ref.line is not None, (scenario.name, ref)  # a say leaves its line, however it ends
+            runs = [("direct", True, True)] + [("served", False, u) for u in (False, True)]
+            for label, _direct, unbuffered in runs:
+                got = run(bench, scenario, served=label == "served", unbuffered=unbuffered, stream=stream)
+                if got.key() != ref.key():
+                    differences.append(
+                        f"{scenario.name} [{stream}] {label} (server PYTHONUNBUFFERED={server_unbuffered}, "
+                        f"asker PYTHONUNBUFFERED={unbuffered}): {got} != direct {ref}"
+                    )
     assert differences == [], "\n".join(differences)
     assert "delivered to dev" in seen[("delivered", "pipe")].out
     assert QUEUED.search(seen[("queued", "pipe")].out)
