@@ -258,8 +258,13 @@ def test_on_exit_a_killed_seat_comes_back_by_itself_resumed(
     wait_for(lambda: seat_json(team_path, "api")["restarts"] == 1, 60, "the restart counted")
     assert seat_json(team_path, "api")["conversation"] == conversation
     assert (seat_json(team_path, "web")["pane"], seat_json(team_path, "web")["pid"]) == (web["pane"], web["pid"])
-    kinds = [e["kind"] for e in seatevents.read(teamfile.load(team_path)) if e["seat"] == "api"]
-    assert kinds[:4] == ["exited", "restarting", "resumed", "restarted"], kinds
+
+    def kinds() -> list[str]:
+        return [e["kind"] for e in seatevents.read(teamfile.load(team_path)) if e["seat"] == "api"]
+
+    # The record counts the restart while it is made; its "restarted" event is written once it is done.
+    wait_for(lambda: "restarted" in kinds(), 30, "api's restarted event")
+    assert kinds()[:4] == ["exited", "restarting", "resumed", "restarted"], kinds()
 
     # down stops the watcher (which restarts) first; a seat stopped on purpose is never started again.
     down = fabrikito("down", team=team_path, role=None, timeout=120)
@@ -442,6 +447,8 @@ def test_on_exit_a_wrapper_left_in_a_shell_comes_back_by_itself_and_one_left_run
     def of(role: str) -> list[dict[str, Any]]:
         return [e for e in seatevents.read(team) if e["seat"] == role]
 
+    # The record counts the restart while it is made; its "restarted" event is written once it is done.
+    wait_for(lambda: any(e["kind"] == "restarted" for e in of("api")), 30, "api's restarted event")
     assert [e["kind"] for e in of("api")][:4] == ["exited", "restarting", "resumed", "restarted"], of("api")
     assert "its agent left a shell" in str(of("api")[0]["detail"])
     wait_for(lambda: any(e["kind"] == "not-restarted" for e in of("web")), 30, "web told not restarted")
