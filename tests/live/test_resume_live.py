@@ -260,7 +260,7 @@ def test_on_exit_a_killed_seat_comes_back_by_itself_resumed(
     assert (seat_json(team_path, "web")["pane"], seat_json(team_path, "web")["pid"]) == (web["pane"], web["pid"])
 
     def kinds() -> list[str]:
-        return [e["kind"] for e in seatevents.read(teamfile.load(team_path)) if e["seat"] == "api"]
+        return [str(e["kind"]) for e in seatevents.read(teamfile.load(team_path)) if e["seat"] == "api"]
 
     # The record counts the restart while it is made; its "restarted" event is written once it is done.
     wait_for(lambda: "restarted" in kinds(), 30, "api's restarted event")
