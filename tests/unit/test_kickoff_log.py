@@ -11,10 +11,9 @@ the outcome's), then flush's own.
 from __future__ import annotations
 
 import json
-import secrets
 from pathlib import Path
 
-from fabrikito.base.errors import TmuxError
+from fabrikito.base.tmux import Server
 from fabrikito.cli import serverctl
 from fabrikito.launch import lifecycle, seatfiles, teardown
 from fabrikito.team import teamfile
@@ -24,10 +23,10 @@ REPLAY = ROOT / "bench" / "replay_agent.sh"
 EMPTY_BOX = ROOT / "tests" / "fixtures" / "screens" / "2.1.316" / "inline-220x50-empty-box-fresh-start"
 
 
-def replayed(tmp_path: Path) -> teamfile.Team:
+def replayed(tmp_path: Path, server: Server) -> teamfile.Team:
     env = {"REPLAY_SCREEN": str(EMPTY_BOX), "CLAUDE_CONFIG_DIR": str(tmp_path / "claude-config")}
     (tmp_path / "team.toml").write_text(
-        f'name = "ko"\ntmux_socket = "fab-ko-{secrets.token_hex(4)}"\nkickoff = "Start with the plan."\n'
+        f'name = "ko"\ntmux_socket = "{server.socket_name}"\nkickoff = "Start with the plan."\n'
         f'agent = [{json.dumps(str(REPLAY))}]\n\n[[seat]]\nrole = "dev"\nsession = "ko-dev"\n'
         "env = { " + ", ".join(f"{k} = {json.dumps(v)}" for k, v in env.items()) + " }\n",
         encoding="utf-8",
@@ -35,8 +34,8 @@ def replayed(tmp_path: Path) -> teamfile.Team:
     return teamfile.load(tmp_path / "team.toml")
 
 
-def test_a_kickoff_typed_that_did_not_stay_and_was_not_sent_again_has_one_line(tmp_path: Path) -> None:
-    team = replayed(tmp_path)
+def test_a_kickoff_typed_that_did_not_stay_and_was_not_sent_again_has_one_line(tmp_path: Path, server: Server) -> None:
+    team = replayed(tmp_path, server)  # the fixture's tmux server, killed at the end
     said: list[str] = []
     try:
         result = lifecycle.up(team, out=said.append)
@@ -52,7 +51,3 @@ def test_a_kickoff_typed_that_did_not_stay_and_was_not_sent_again_has_one_line(t
         assert record is not None and record.kickoff == "pending"  # up gives it again
     finally:
         teardown.down(team, out=lambda _line: None, stop_helpers=[serverctl.stop])
-        try:
-            team.server().kill_server()
-        except TmuxError:
-            pass
