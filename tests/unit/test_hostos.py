@@ -185,7 +185,7 @@ def on_a_terminal() -> Iterator[int]:
             os._exit(127)
     time.sleep(0.05)
     for _ in range(200):
-        if linux.exe_name(pid) == "sleep":
+        if _execed(pid, ["sleep", "60"]):
             break
         time.sleep(0.01)
     try:
@@ -194,6 +194,15 @@ def on_a_terminal() -> Iterator[int]:
         os.kill(pid, signal.SIGKILL)
         os.waitpid(pid, 0)
         os.close(master)
+
+
+def _execed(pid: int, argv: list[str]) -> bool:
+    """Whether ``pid`` runs ``argv`` with its new environment in place: its program link changes early in
+    ``execve``, its arguments and environment a moment later (read between, the environment is empty)."""
+    try:
+        return linux.exe_name(pid) == argv[0] and linux.cmdline(pid) == argv and bool(linux.environ(pid))
+    except hostos.ProcessGone:
+        return False
 
 
 def test_both_read_a_process_alike(on_a_terminal: int) -> None:
@@ -222,7 +231,7 @@ def test_environ_values_reads_names_as_environ_has_them() -> None:
     child = subprocess.Popen([b"env", b"-i", *block, b"sleep", b"30"])
     try:
         for _ in range(200):
-            if linux.exe_name(child.pid) == "sleep":
+            if _execed(child.pid, ["sleep", "30"]):
                 break
             time.sleep(0.01)
         names = ("HOME", "EMPTY", "BAD", "MISSING", "HOMEX", "X")
