@@ -489,8 +489,7 @@ def _kickoff(run: _Run, w: _Waiting) -> None:
         log_error = _log(
             team, LAUNCHER, seat.role, msglog.Outcome.DELIVERED if ok else msglog.Outcome.NOT_DELIVERED, text
         )
-    emptied = emptied and delivery.result is engine.Result.TYPED  # nothing sent: up gives it again
-    state = "delivered" if ok else "pending" if emptied else "failed"
+    state = "delivered" if ok else "pending" if emptied else "failed"  # emptied: nothing sent, up gives it again
     write_launch(team, seat.role, LaunchRecord(w.pane, pid, state, time.time(), ticks))
     if ok and w.plan is not None and not w.plan.id:  # Codex CLI picks its conversation's id: read it now
         found, why = conversations.await_id(team, seat)

@@ -95,7 +95,11 @@ def records_dir(team: Team) -> Path:
 
 
 def record_path(team: Team, role: str) -> Path:
-    return records_dir(team) / f"{role}.json"
+    return records_dir(team) / _record_name(role)
+
+
+def _record_name(role: str) -> str:
+    return f"{role}.json"
 
 
 def _identity(team: Team, seat: Seat) -> tuple[str, str, str, str]:
@@ -112,7 +116,7 @@ def read_records(team: Team) -> dict[str, Conversation]:
     folder = str(records_dir(team))
     found = {}
     for role in team.roles:
-        record, _ = _read_at(os.path.join(folder, f"{role}.json"))
+        record, _ = _read_at(os.path.join(folder, _record_name(role)))
         if record is not None:
             found[role] = record
     return found
