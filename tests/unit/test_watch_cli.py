@@ -135,11 +135,15 @@ def test_the_watcher_ends_once_its_team_file_or_its_state_folder_is_gone_and_say
     assert watcherproc.ensure_running(team)
     pid = watcherproc.info(team).pid
     assert pid is not None
-    # Its state folder removed under it (the team's files deleted by hand): it ends, its lock gone with them.
+    # Its state folder taken away under it (the team's files moved or deleted by hand): it ends, and does not
+    # make the folder again. Moved in one step, as a removal that walks the folder races the watcher's writes.
     import shutil
 
-    shutil.rmtree(team.state_dir)
+    away = team.state_dir.with_name("wc-away")
+    team.state_dir.rename(away)
     wait(lambda: not _alive(pid))
+    assert not team.state_dir.exists()
+    shutil.rmtree(away)
 
 
 def _alive(pid: int) -> bool:
