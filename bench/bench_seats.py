@@ -16,9 +16,12 @@ Per seat count, the median of ``BENCH_RUNS`` interleaved rounds:
   handed to the team's command server as ``up`` leaves it, each against a
   bare ``python -c pass`` started the same way; the tmux processes it
   started (a logging ``tmux`` shim first on ``PATH``) and its peak RSS;
-* ``status.collect`` in-process: CPU time (user + system) per call;
+* ``status.collect`` in-process: CPU time (user + system) per call, every
+  screen read afresh (as a command run once reads them);
 * a delivery worker round with a message queued for every seat, in-process:
-  CPU per round (each seat's box is refused or held, so nothing is typed);
+  CPU of the first round and the median of the rounds after it (each seat's
+  box is refused or held, so nothing is typed, and the screens do not change:
+  a later round reads each from the last one's reading, ``screen/readings.py``);
 * a watcher round (``watch/watcher.py``), in-process: CPU of the first round
   and the median of the rounds after it (screens unchanged, as between most
   rounds of a team at work);
@@ -55,6 +58,7 @@ from fabrikito.delivery import worker, workerstate  # noqa: E402
 from fabrikito.inbox import inboxfiles  # noqa: E402
 from fabrikito.inbox import server as inbox_server  # noqa: E402
 from fabrikito.launch import status, watcherproc  # noqa: E402
+from fabrikito.screen import readings  # noqa: E402
 from fabrikito.team import teamfile  # noqa: E402
 from fabrikito.watch.watcher import Watcher  # noqa: E402
 
@@ -133,20 +137,29 @@ def cpu() -> float:
 
 
 def collect_cpu(team: teamfile.Team) -> float:
+    """CPU of one ``status.collect`` that reads every screen afresh, as a command run once does."""
+    readings.forget()
     before = cpu()
     status.collect(team)
     return cpu() - before
 
 
-def worker_round_cpu(team: teamfile.Team) -> float:
+def worker_round_cpus(team: teamfile.Team) -> tuple[float, float]:
+    """CPU of a worker's first round (every screen read afresh), and the median of the rounds after it
+    (screens unchanged: each read from the last round's reading), in-process."""
+    readings.forget()
     w = worker.Worker(team, worker.TmuxSeats(team), recovering=False)
-    before = cpu()
-    w.round()
-    return cpu() - before
+    spent = []
+    for _ in range(RUNS + 1):
+        before = cpu()
+        w.round()
+        spent.append(cpu() - before)
+    return spent[0], statistics.median(spent[1:])
 
 
 def watcher_round_cpus(team: teamfile.Team) -> tuple[float, float]:
     """CPU of a watcher's first round, and the median of the rounds after it (in-process)."""
+    readings.forget()
     watcher = Watcher(team)
     spent = []
     for _ in range(RUNS + 1):
@@ -230,7 +243,7 @@ def main() -> None:
                 team = teamfile.load(path)
                 start_panes(server, team, config, shown)
                 time.sleep(1.0)
-                walls, bares, cpus, rounds = [], [], [], []
+                walls, bares, cpus = [], [], []
                 calls = tmux_calls(cli, path, env, base / "bin")
                 rss = 0
                 for _ in range(RUNS):
@@ -241,8 +254,7 @@ def main() -> None:
                     cpus.append(collect_cpu(team))
                 queued = queue_one_each(cli, path, env)
                 worker.stop(team)  # its background worker: the rounds are timed here, alone
-                for _ in range(RUNS):
-                    rounds.append(worker_round_cpu(team))
+                first_round, worker_round = worker_round_cpus(team)
                 first_watch, watch_round = watcher_round_cpus(team)
                 served_env = {k: v for k, v in env.items() if k != "FABRIKITO_SERVER"}
                 serverctl.ensure_running(team, env=served_env)  # as up leaves it: status handed to it
@@ -266,8 +278,9 @@ def main() -> None:
                 row = (
                     f"| {count} | {wall * 1000:.0f} ms | {wall / floor:.2f}x | {by_server * 1000:.0f} ms | "
                     f"**{by_server / floor:.2f}x** | {calls} / {served_calls} | {rss / 1024:.0f} MB | "
-                    f"{statistics.median(cpus) * 1000:.1f} ms | {statistics.median(rounds) * 1000:.1f} ms "
-                    f"({queued} queued) | {watch_round * 1000:.1f} ms (first {first_watch * 1000:.1f}) | {helpers} |"
+                    f"{statistics.median(cpus) * 1000:.1f} ms | {worker_round * 1000:.1f} ms "
+                    f"(first {first_round * 1000:.1f}; {queued} queued) | "
+                    f"{watch_round * 1000:.1f} ms (first {first_watch * 1000:.1f}) | {helpers} |"
                 )
                 rows.append(row)
                 print(row, flush=True)

@@ -38,7 +38,7 @@ from fabrikito.delivery import engine, queue, seatlock, seatpane
 from fabrikito.delivery.queue import Message, State
 from fabrikito.delivery.workerstate import MODULE, info_path, lock_held, lock_path, read_info, start_ticks
 from fabrikito.log import msglog, upkeep
-from fabrikito.screen import ScreenState, recogniser_for
+from fabrikito.screen import ScreenState, readings, recogniser_for
 from fabrikito.team.teamfile import Team
 
 ERR_NAME = "worker.err"
@@ -122,7 +122,7 @@ class TmuxSeats:
         agent = seatpane.foreground_agent(look.pane_pid)
         if agent is None:
             return "the pane is not running an agent in its foreground (a shell?)"
-        reading = recogniser_for(agent.name, agent.version, exe=agent.exe).recognise(look.snapshot)
+        reading = readings.read(recogniser_for(agent.name, agent.version, exe=agent.exe), look.snapshot)
         if reading.state is not ScreenState.READY:
             detail = f" ({reading.detail})" if reading.detail else ""
             return (reading.reason or reading.state.value) + detail

@@ -36,7 +36,7 @@ from fabrikito.base.tmux import Pending, Server
 from fabrikito.base.values import frozen
 from fabrikito.delivery import queueview, seatpane
 from fabrikito.log import msglog
-from fabrikito.screen import BoxReading, ScreenState, recogniser_for
+from fabrikito.screen import BoxReading, ScreenState, readings, recogniser_for
 from fabrikito.screen.startup import startup_dialog
 from fabrikito.team.teamfile import Seat, Team
 
@@ -218,6 +218,7 @@ def collect(
         if keep_screens and look is not None:
             kept[seat.role] = plain_screen(look.snapshot.ansi)
         last_to, last_from = times.get(seat.role, (None, None))
+        conversation, restarts = records.get(seat.role, (None, 0))
         seats.append(
             SeatStatus(
                 role=seat.role,
@@ -232,8 +233,8 @@ def collect(
                 release=agent.version if agent is not None else None,
                 qualified=_qualified(agent),
                 state_since=_state_since(agent),
-                conversation=records.get(seat.role, (None, 0))[0],
-                restarts=records.get(seat.role, (None, 0))[1],
+                conversation=conversation,
+                restarts=restarts,
             )
         )
     return Status(
@@ -346,9 +347,8 @@ def release_cell(release: str | None, qualified: bool | None) -> str:
     return (release or "?") + ("" if qualified else " (not qualified: run fabrikito qualify)")
 
 
-#: The last readings of screens, by what was read: a process that reads the team round after round (the
-#: watcher) reads an unchanged screen once.  A command run once pays one dict lookup.
-_READINGS: dict[tuple[str, str | None, str | None, object], BoxReading] = {}
+#: The last plain texts of screens: a process that reads the team round after round (the watcher) makes
+#: an unchanged screen's once.  A command run once pays one dict lookup.
 _PLAIN: dict[str, str] = {}
 MEMO = 64
 
@@ -356,14 +356,7 @@ MEMO = 64
 def _reading(agent: seatpane.Agent, look: seatpane.Look | None) -> BoxReading | None:
     if look is None:
         return None
-    key = (agent.name or CLAUDE, agent.version, agent.exe, look.snapshot)
-    found = _READINGS.get(key)
-    if found is None:
-        found = recogniser_for(agent.name or CLAUDE, agent.version, exe=agent.exe).recognise(look.snapshot)
-        if len(_READINGS) >= MEMO:
-            _READINGS.clear()
-        _READINGS[key] = found
-    return found
+    return readings.read(recogniser_for(agent.name or CLAUDE, agent.version, exe=agent.exe), look.snapshot)
 
 
 def plain_screen(ansi: str) -> str:

@@ -103,6 +103,12 @@ class Recogniser(Protocol):
     @property
     def version(self) -> str: ...
 
+    @property
+    def key(self) -> tuple[str, ...]:
+        """What tells this recogniser's readings from another's: its dialect, release and, failing closed,
+        its reason (two recognisers of one key read every screen alike)."""
+        ...
+
     def recognise(self, snapshot: PaneSnapshot) -> BoxReading: ...
 
     def check_label(self, reading: BoxReading, label: str) -> Verdict: ...
@@ -276,6 +282,11 @@ class StandardChecks:
     def version(self) -> str:
         return self._version
 
+    @property
+    def key(self) -> tuple[str, ...]:
+        kind = type(self)
+        return (f"{kind.__module__}.{kind.__qualname__}", self._agent, self._version)
+
     def placeholder(self, message: str) -> str | None:
         return claude_placeholder(message)
 
@@ -303,6 +314,10 @@ class FailClosedRecogniser(StandardChecks):
     def __init__(self, agent: str, version: str, reason: str) -> None:
         super().__init__(agent, version)
         self.reason = reason
+
+    @property
+    def key(self) -> tuple[str, ...]:
+        return (*super().key, self.reason)
 
     def recognise(self, snapshot: PaneSnapshot) -> BoxReading:
         renderer: Renderer = "fullscreen" if snapshot.alternate_on else "inline"
