@@ -68,11 +68,34 @@ def spawn(running: list[subprocess.Popen[bytes]], *argv: str) -> subprocess.Pope
     return proc
 
 
-def children_settled(pid: int, count: int) -> None:
+def children_settled(pid: int, count: int, program: str | None = None) -> None:
+    """Until ``pid`` has ``count`` children, each running ``program`` when given (its exec done, not the
+    shell's copy between fork and exec)."""
     deadline = time.monotonic() + 10
-    while len(procs.children_of(pid)) != count:
+    while len(kids := procs.children_of(pid)) != count or (program and not all(runs(k, program) for k in kids)):
         assert time.monotonic() < deadline, f"process {pid} never had {count} children"
         time.sleep(0.05)
+
+
+def runs(pid: int, program: str) -> bool:
+    try:
+        return procs.cmdline(pid)[:1] == [program]
+    except (procs.ProcessGone, procs.ProcessUnreadable):
+        return False
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="reads /proc")
+def test_a_child_the_tree_missed_is_found_by_its_parent_and_the_shell_is_not_taken_for_idle(
+    started: list[subprocess.Popen[bytes]],
+) -> None:
+    busy = spawn(started, "/bin/sh", "-c", "sleep 1000; true")
+    children_settled(busy.pid, 1, program="sleep")
+    (child,) = procs.children_of(busy.pid)
+    whole = [shell(busy.pid, (child,)), Proc(child, "sleep", SLEEP, child, ())]
+    assert agentless.unlisted_child(whole) is None
+    missed = [shell(busy.pid)]  # as a children file that missed the child reads: an idle shell, by itself
+    assert judge(missed, busy.pid).idle
+    assert agentless.unlisted_child(missed) == child
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="reads /proc")
@@ -84,7 +107,7 @@ def test_real_processes_a_waiting_shell_is_idle_and_one_running_a_command_is_not
     found = agentless.left_in(idle.pid)
     assert found is not None and found.idle and found.pid == idle.pid
     busy = spawn(started, "/bin/sh", "-c", "sleep 1000; true")
-    children_settled(busy.pid, 1)
+    children_settled(busy.pid, 1, program="sleep")
     found = agentless.left_in(busy.pid)
     assert found is not None and not found.idle and found.what == "sleep 1000"
     gone = spawn(started, "/bin/true")

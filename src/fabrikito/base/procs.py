@@ -35,6 +35,8 @@ __all__ = [
     "exe_path",
     "foreground_group",
     "info",
+    "parent",
+    "pids",
     "session_members",
 ]
 
@@ -45,6 +47,8 @@ foreground_group = hostos.foreground_group
 cmdline = hostos.cmdline
 environ = hostos.environ
 children_of = hostos.children_of
+parent = hostos.parent
+pids = hostos.pids
 alive = hostos.alive
 
 
