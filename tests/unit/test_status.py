@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
 import secrets
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -37,7 +41,7 @@ def look_of(name: str, *, pane: str = "%1", dead: bool = False) -> seatpane.Look
     return seatpane.Look(pane, dead, snap, snap.width, snap.height, 100)
 
 
-ROW = seatpane.PaneRow(pane_id="%1", pane_pid=100, session="acme-em", dead=False, server_pid=1, window_id="@1")
+ROW = seatpane.PaneRow(pane_id="%1", pane_pid=os.getpid(), session="acme-em", dead=False, server_pid=1, window_id="@1")
 AGENT = seatpane.Agent(pid=100, name="claude", version="2.1.316", registry=None)
 
 
@@ -49,6 +53,25 @@ def test_down_exited_and_not_an_agent() -> None:
     dead = seatpane.PaneRow("%1", 100, "acme-em", True, 1, "@1")
     assert status.seat_state(dead, None, None, None)[0] is SeatState.EXITED
     assert status.seat_state(ROW, None, None, None)[0] is SeatState.NOT_AGENT
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="reads /proc")
+def test_a_live_pane_whose_process_ended_is_exited_before_tmux_marks_it_dead() -> None:
+    """Between its process's end and tmux's reaping it, a pane is listed alive: read as a shell left there,
+    the watcher opened the seat's condition as `not-agent` and kept that kind once the pane was dead."""
+    ended = subprocess.Popen(["/bin/true"])
+    wait_for_exit(ended.pid)  # a zombie: ended, not yet reaped (as tmux has not yet)
+    zombie = seatpane.PaneRow("%1", ended.pid, "acme-em", False, 1, "@1")
+    assert status.seat_state(zombie, None, None, None)[0] is SeatState.EXITED
+    ended.wait()
+    assert status.seat_state(zombie, None, None, None)[0] is SeatState.EXITED  # reaped: no such process
+
+
+def wait_for_exit(pid: int) -> None:
+    deadline = time.monotonic() + 10
+    while Path(f"/proc/{pid}").exists() and "State:\tZ" not in Path(f"/proc/{pid}/status").read_text():
+        assert time.monotonic() < deadline, f"process {pid} did not end"
+        time.sleep(0.01)
 
 
 def test_registry_status_decides_busy_and_waiting() -> None:

@@ -31,7 +31,7 @@ from collections.abc import Mapping, Sequence
 from enum import StrEnum
 from pathlib import Path
 
-from fabrikito.base import durations
+from fabrikito.base import durations, procs
 from fabrikito.base.tmux import Pending, Server
 from fabrikito.base.values import frozen
 from fabrikito.delivery import queueview, seatpane
@@ -281,6 +281,8 @@ def seat_state(
     if row.dead or (look is not None and look.dead):
         return SeatState.EXITED, "its agent exited; the pane is kept so the reason can be read (attach)"
     if agent is None:
+        if not procs.alive(row.pane_pid):  # it ended, and tmux has not yet marked its pane dead
+            return SeatState.EXITED, "its agent exited; the pane is kept so the reason can be read (attach)"
         return SeatState.NOT_AGENT, "the pane's foreground program is not an agent (a shell?)"
     if agent.name != CLAUDE:
         return _screen_state(agent, look)
