@@ -13,6 +13,7 @@ from fabrikito.screen import (
     FailClosedRecogniser,
     PaneSnapshot,
     ScreenState,
+    ansi,
     readings,
     recogniser_for,
     releases,
@@ -119,3 +120,10 @@ def test_at_most_the_limit_is_kept_the_least_recently_used_dropped_first(monkeyp
     assert reader.reads == 4
     readings.read(reader, shots[1])
     assert reader.reads == 5
+
+
+def test_a_plain_text_is_kept_as_readings_are() -> None:
+    idle = screen("inline-120x40-after-turn")
+    text = readings.plain(idle.ansi)
+    assert text == ansi.plain(idle.ansi) and "❯" in text
+    assert readings.plain(idle.ansi) is text  # kept: the same string, not made again

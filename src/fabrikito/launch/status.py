@@ -216,7 +216,7 @@ def collect(
         look = looks.get(row.pane_id) if row is not None else None
         state, detail = seat_state(row, agent, agent.registry if agent is not None else None, look)
         if keep_screens and look is not None:
-            kept[seat.role] = plain_screen(look.snapshot.ansi)
+            kept[seat.role] = readings.plain(look.snapshot.ansi)
         last_to, last_from = times.get(seat.role, (None, None))
         conversation, restarts = records.get(seat.role, (None, 0))
         seats.append(
@@ -349,27 +349,10 @@ def release_cell(release: str | None, qualified: bool | None) -> str:
     return (release or "?") + ("" if qualified else " (not qualified: run fabrikito qualify)")
 
 
-#: The last plain texts of screens: a process that reads the team round after round (the watcher) makes
-#: an unchanged screen's once.  A command run once pays one dict lookup.
-_PLAIN: dict[str, str] = {}
-MEMO = 64
-
-
 def _reading(agent: seatpane.Agent, look: seatpane.Look | None) -> BoxReading | None:
     if look is None:
         return None
     return readings.read(recogniser_for(agent.name or CLAUDE, agent.version, exe=agent.exe), look.snapshot)
-
-
-def plain_screen(ansi: str) -> str:
-    """:func:`plain_text`, kept for the next round while the screen does not change."""
-    found = _PLAIN.get(ansi)
-    if found is None:
-        found = plain_text(ansi)
-        if len(_PLAIN) >= MEMO:
-            _PLAIN.clear()
-        _PLAIN[ansi] = found
-    return found
 
 
 # -- output -------------------------------------------------------------------------

@@ -11,23 +11,41 @@ least recently used dropped first: a team of 100 seats is read once per changed 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TypeVar
+
 from fabrikito.screen import BoxReading, PaneSnapshot, Recogniser
 
-#: How many readings are kept (each holds its screen, about 5-20 kB).
+#: How many readings, and how many plain texts, are kept (each holds its screen, about 5-20 kB).
 LIMIT = 160
 
 _KEPT: dict[tuple[tuple[str, ...], PaneSnapshot], BoxReading] = {}
+_PLAIN: dict[str, str] = {}
+
+K = TypeVar("K")
+V = TypeVar("V")
 
 
 def read(recogniser: Recogniser, snapshot: PaneSnapshot) -> BoxReading:
     """``recogniser.recognise(snapshot)``, from the last reading of the same screen when there is one."""
-    key = (recogniser.key, snapshot)
-    found = _KEPT.pop(key, None)
+    return _kept(_KEPT, (recogniser.key, snapshot), lambda: recogniser.recognise(snapshot))
+
+
+def plain(ansi: str) -> str:
+    """A screen captured with escapes as plain text (:func:`fabrikito.screen.ansi.plain`), kept the same way
+    (the watcher shows each seat's screen)."""
+    from fabrikito.screen.ansi import plain as plain_of
+
+    return _kept(_PLAIN, ansi, lambda: plain_of(ansi))
+
+
+def _kept(store: dict[K, V], key: K, make: Callable[[], V]) -> V:
+    found = store.pop(key, None)
     if found is None:
-        found = recogniser.recognise(snapshot)
-        if len(_KEPT) >= LIMIT:
-            del _KEPT[next(iter(_KEPT))]
-    _KEPT[key] = found  # last in the order: the most recently used
+        found = make()
+        if len(store) >= LIMIT:
+            del store[next(iter(store))]
+    store[key] = found  # last in the order: the most recently used
     return found
 
 
@@ -37,5 +55,6 @@ def kept() -> int:
 
 
 def forget() -> None:
-    """Drop every kept reading."""
+    """Drop every kept reading and plain text."""
     _KEPT.clear()
+    _PLAIN.clear()
