@@ -4,11 +4,12 @@ Real Claude Code seats take about 200 MB and a start-up's CPU each (50 of
 them brought up together took 48 s of this 2-CPU machine: ``bench_up.py``),
 and what is measured here is fabrikito's part, so each seat here is a tmux pane
 that shows a screen recorded from Claude Code 2.1.316
-(``tests/fixtures/screens/2.1.316``, cycling through idle, busy, a draft in the
-box and a dialog) and then runs a process named ``claude`` with a session
-registry entry, as the unit tier's replay does: status and the worker read
-tmux, ``/proc``, the registry and the screens exactly as they do for real
-seats.  Real seats are measured by ``bench_status.py`` (12).
+(``tests/fixtures/screens/2.1.316``, cycling through busy, a draft in the
+box, a permission prompt and a dialog; each with its seat's session name in
+its banner, so no two seats show the same screen, as no two real seats do)
+and then runs a process named ``claude`` with a session registry entry, as
+the unit tier's replay does: status and the worker read tmux, ``/proc``, the
+registry and the screens exactly as they do for real seats.  Real seats are measured by ``bench_status.py`` (12).
 
 Per seat count, the median of ``BENCH_RUNS`` interleaved rounds:
 
@@ -306,7 +307,8 @@ def main() -> None:
                 row = (
                     f"| {count} | {wall * 1000:.0f} ms | {wall / floor:.2f}x | {by_server * 1000:.0f} ms | "
                     f"**{by_server / floor:.2f}x** | {calls} / {served_calls} | {rss / 1024:.0f} MB | "
-                    f"{statistics.median(cpus) * 1000:.1f} ms ({statistics.median(warm_cpus) * 1000:.1f}) | {worker_round * 1000:.1f} ms "
+                    f"{statistics.median(cpus) * 1000:.1f} ms ({statistics.median(warm_cpus) * 1000:.1f}) | "
+                    f"{worker_round * 1000:.1f} ms "
                     f"(first {first_round * 1000:.1f}; {queued} queued) | "
                     f"{watch_round * 1000:.1f} ms (first {first_watch * 1000:.1f}) | {helpers} |"
                 )
@@ -324,18 +326,22 @@ def main() -> None:
         "Replayed panes, not real seats: a real Claude Code seat takes about 200 MB and a start-up's CPU "
         "(`up` of 50 real ones: the up-50 section), and what is measured here is fabrikito's part. Each pane "
         "shows a screen recorded "
-        f"from Claude Code 2.1.316 ({names}, in turn) and runs a process named `claude` with a session registry "
-        "entry, so `status` and the worker read tmux, /proc, the registry and the screens as they do for real "
+        f"from Claude Code 2.1.316 ({names}, in turn, each with its seat's session name in its banner, so no "
+        "two seats show the same screen) and runs a process named `claude` with a session registry entry, so "
+        "`status` and the worker read tmux, /proc, the registry and the screens as they do for real "
         f"seats. Median of {RUNS} interleaved rounds; load average at the end {load:.1f}.\n\n"
         "| seats | `status` (own process) | / bare start | `status` (served) | / bare start | "
-        "tmux processes: own / served | peak RSS (own process) | `status.collect` CPU | worker round CPU | "
-        "watcher round CPU | "
+        "tmux processes: own / served | peak RSS (own process) | `status.collect` CPU: screens read afresh "
+        "(each reading kept) | worker round CPU (first) | watcher round CPU (first) | "
         "RSS MB (peak): worker | command server | watcher | inbox server |\n"
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n" + "\n".join(rows) + "\n\n"
         "Goals (issue 26): `status` <= 2 tmux calls and <= 3x a bare start at 50 seats; a worker round under "
         "50 ms of CPU at 50 seats; each helper under 50 MB (the inbox server after it took "
         f"{INBOX_MESSAGES} messages by `fabrikito send`). `up` at 12/25/50 seats: bench_up.py (real seats, and "
-        "BENCH_REPLAY=1 for replayed ones).\n"
+        "BENCH_REPLAY=1 for replayed ones). A served `status` starts with the readings of the command server's "
+        "last reading of the team (at its start and at each check, every 10 s: docs/decisions/0042); the "
+        "screens here do not change, so it pays what the `status.collect` column shows in brackets, and a "
+        "screen changed since that reading costs it the difference.\n"
     )
     write_section("seats", body)
 

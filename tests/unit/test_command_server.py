@@ -28,6 +28,8 @@ from fabrikito.base.errors import FabrikitoError
 from fabrikito.base.tmux import Server
 from fabrikito.cli import packagestamp, serverctl, serversocket, wire
 from fabrikito.cli import server as command_server
+from fabrikito.delivery.seatpane import Look, look_panes
+from fabrikito.screen import PaneSnapshot, ScreenState, readings, recogniser_for
 from fabrikito.team import teamfile
 
 STATUS = [
@@ -651,3 +653,52 @@ def test_a_module_changed_added_or_removed_is_seen_without_a_walk_and_a_cache_wr
         change()
         assert stamp.changed()
         assert packagestamp.package_stamp() != stamp.stamp
+
+
+REPLAY = Path(__file__).resolve().parents[2] / "bench" / "replay_agent.sh"
+RECORDED = Path(__file__).resolve().parents[1] / "fixtures" / "screens" / "2.1.316"
+
+
+def test_each_check_reads_the_team_again_so_its_children_start_with_the_screens_as_they_are_now(
+    tmp_path: Path, server: Server
+) -> None:
+    """The server's first reading (warm) is kept for its children; a screen changed since would be recognised
+    again in every child, so each check reads the team again (docs/decisions/0042)."""
+    config = tmp_path / "claude-config"
+    path = tmp_path / "team.toml"
+    path.write_text(
+        f'name = "rf"\ntmux_socket = "{server.socket_name}"\n\n[[seat]]\nrole = "dev"\nsession = "rf-dev"\n'
+    )
+    team = teamfile.load(path)
+
+    def show(stem: str, *, again: bool = False) -> Look:
+        env = ["-e", f"REPLAY_SCREEN={RECORDED / stem}", "-e", f"CLAUDE_CONFIG_DIR={config}"]
+        if again:
+            server.run("respawn-pane", "-k", "-t", "=rf-dev:", *env, "--", str(REPLAY))
+        else:
+            server.run("new-session", "-d", "-s", "rf-dev", "-x", "220", "-y", "50", *env, "--", str(REPLAY))
+        pane = server.run("list-panes", "-t", "=rf-dev", "-F", "#{pane_id} #{pane_pid}").split()
+        wait_until((config / "sessions" / f"{pane[1]}.json").exists)
+        wait_until(lambda: ScreenState.READY is recogniser_for("claude", "2.1.316").recognise(look(pane[0])).state)
+        return look_panes(server, [pane[0]])[pane[0]]
+
+    def look(pane: str) -> PaneSnapshot:
+        return look_panes(server, [pane])[pane].snapshot
+
+    reader = recogniser_for("claude", "2.1.316")
+    first = show("inline-220x50-empty-box-fresh-start")
+    readings.forget()
+    served = in_process(team)
+    try:
+        served.warm()
+        assert readings.holds(reader, first.snapshot)
+        changed = show("inline-220x50-after-turn", again=True)
+        assert changed.snapshot != first.snapshot and not readings.holds(reader, changed.snapshot)
+        assert served.check()
+        assert readings.holds(reader, changed.snapshot)
+        # A team file that does not load now: the check says nothing of it and keeps serving.
+        path.write_text("name = \n")
+        assert served.check()
+    finally:
+        served.listener.close()
+        readings.forget()

@@ -144,7 +144,8 @@ class CommandServer:
     def check(self) -> bool:
         """Every :data:`CHECK_EVERY` seconds: whether to keep running; and, without a tmux control client
         (none was attached when it started, or it went away), connect one if tmux lists no attached
-        client now (:func:`~fabrikito.cli.serverctl.connect_control`)."""
+        client now (:func:`~fabrikito.cli.serverctl.connect_control`); and read the team again
+        (:meth:`refresh`)."""
         if not self.still_wanted():
             return False
         self.upkeep()
@@ -152,6 +153,7 @@ class CommandServer:
             if self.control is not None:
                 self.control.close()  # its pipes (its client has ended)
             self.connect()
+        self.refresh()
         return True
 
     def loaded(self) -> Team | None:
@@ -194,23 +196,37 @@ class CommandServer:
         fills (the recognisers made, the team file parsed, the screens recognised) is there in every
         child: a forked ``status`` of one seat took 6.0 ms cold, 3.9 ms warm (docs/decisions/0034).
         A failure here only leaves the children cold."""
+        self.read_team(self.loaded())
+        gc.collect()
+        gc.freeze()
+
+    def refresh(self) -> None:
+        """At each check, read the team again as the file says now, so the children forked until the next
+        check start with the readings of the screens as they are (a screen that changed since the last
+        reading is recognised again in every child: about 0.2 ms a seat; docs/decisions/0042)."""
+        from fabrikito.base.errors import FabrikitoError
+        from fabrikito.team import teamfile
+
+        try:
+            team = teamfile.load(self.team_path)
+        except FabrikitoError:
+            return
+        self.read_team(team)
+
+    def read_team(self, team: Team | None) -> None:
         from fabrikito.base.tmuxcontrol import Controlled
         from fabrikito.launch import status
 
-        team = self.loaded()
-        if team is None:
+        if team is None or team.across_hosts:
             return
         try:
             tmux = team.server()
             control = self.control
             if control is not None and control.broken is None and control.flags == tmux.server_flags:
                 tmux = Controlled.over(tmux, control)
-            if not team.across_hosts:
-                status.collect(team, server=tmux)
+            status.collect(team, server=tmux)
         except Exception:  # a cold child is slower, not wrong
             traceback.print_exc()
-        gc.collect()
-        gc.freeze()
 
     def _sessions_besides_its_own(self) -> bool:
         """Whether the team's tmux server has a session but the control client's (which keeps the tmux

@@ -49,6 +49,11 @@ def _kept(store: dict[K, V], key: K, make: Callable[[], V]) -> V:
     return found
 
 
+def holds(recogniser: Recogniser, snapshot: PaneSnapshot) -> bool:
+    """Whether a reading of ``snapshot`` by ``recogniser`` is kept (asking is not a use)."""
+    return (recogniser.key, snapshot) in _KEPT
+
+
 def kept() -> int:
     """How many readings are kept now."""
     return len(_KEPT)
