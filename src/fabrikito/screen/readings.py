@@ -11,19 +11,21 @@ least recently used dropped first: a team of 100 seats is read once per changed 
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TypeVar
-
+from fabrikito import TYPE_CHECKING
 from fabrikito.screen import BoxReading, PaneSnapshot, Recogniser
+
+if TYPE_CHECKING:  # status imports this module: typing is not imported at run time
+    from collections.abc import Callable
+    from typing import TypeVar
+
+    K = TypeVar("K")
+    V = TypeVar("V")
 
 #: How many readings, and how many plain texts, are kept (each holds its screen, about 5-20 kB).
 LIMIT = 160
 
 _KEPT: dict[tuple[tuple[str, ...], PaneSnapshot], BoxReading] = {}
 _PLAIN: dict[str, str] = {}
-
-K = TypeVar("K")
-V = TypeVar("V")
 
 
 def read(recogniser: Recogniser, snapshot: PaneSnapshot) -> BoxReading:
