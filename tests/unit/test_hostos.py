@@ -220,7 +220,20 @@ def test_both_read_a_process_alike(on_a_terminal: int) -> None:
     assert shown.sid == shown.pgrp == on_a_terminal
     assert portable.foreground_group(portable.info(on_a_terminal)) == linux.foreground_group(shown) == on_a_terminal
     assert portable.foreground_group(portable.info(os.getpid())) == linux.foreground_group(linux.info(os.getpid()))
-    assert linux.children_of(os.getpid()) == portable.children_of(os.getpid()) == [on_a_terminal]
+    # This process's children are this test's and any an earlier test left ending (read twice, they may
+    # differ): the children compared are those of a parent of the test's own.
+    assert on_a_terminal in set(linux.children_of(os.getpid())) & set(portable.children_of(os.getpid()))
+    parent = subprocess.Popen(["sh", "-c", "sleep 60 & sleep 60 & wait"], start_new_session=True)
+    try:
+        for _ in range(500):
+            if len(kids := linux.children_of(parent.pid)) == 2 and all(_execed(k, ["sleep", "60"]) for k in kids):
+                break
+            time.sleep(0.01)
+        assert sorted(linux.children_of(parent.pid)) == sorted(portable.children_of(parent.pid)) == sorted(kids)
+        assert len(kids) == 2
+    finally:
+        os.killpg(parent.pid, signal.SIGKILL)
+        parent.wait()
     assert on_a_terminal in set(portable.pids()) & set(linux.pids())
 
 
