@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,6 +23,7 @@ from typing import Any
 import pytest
 from tests import userenv
 
+from fabrikito.base.ssh import Host
 from fabrikito.base.tmux import Server
 from fabrikito.delivery import route
 from fabrikito.offline import claude_setup
@@ -522,3 +524,37 @@ def test_a_host_that_accepts_but_never_answers_is_unreachable_within_its_5_s(
     assert took < 12, took
     assert said.returncode == 3, said.stdout + said.stderr
     assert "host fk-remote" in said.stderr and "Nothing was typed" in said.stderr
+
+
+def test_connections_started_at_once_make_one_master_and_leave_no_ssh_behind(
+    other_host: OtherHost, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Helpers of one team (up's hosts, the watcher, a say) may each find no master and start one at the same
+    moment: one master comes up, the others use it, and ending it leaves no ssh process (a second master's
+    `ControlMaster=yes` on a socket in use carries on without one, and ends with nothing)."""
+    control = tmp_path / ".state" / "live" / "ssh"
+    connection = Host("fk-remote", control)
+    env = userenv.user_env(FABRIKITO_SSH_CONFIG=str(other_host.config))
+    monkeypatch.setenv("FABRIKITO_SSH_CONFIG", str(other_host.config))  # this process ends the master
+    starter = (
+        "import sys; from pathlib import Path; from fabrikito.base.ssh import Host; "
+        "Host('fk-remote', Path(sys.argv[1])).connect()"
+    )
+    for _ in range(3):
+        started = [
+            subprocess.Popen([sys.executable, "-c", starter, str(control)], env=env, stderr=subprocess.PIPE)
+            for _ in range(6)
+        ]
+        for process in started:
+            _, err = process.communicate(timeout=60)
+            assert process.returncode == 0, err
+        assert connection.master_up()
+        mine = [line for line in team_ssh(other_host, connection.control_path) if connection.control_path in line]
+        assert len(mine) == 1, mine  # the master alone
+        connection.disconnect()
+        wait_for(
+            lambda: not [p for p in team_ssh(other_host, connection.control_path) if connection.control_path in p],
+            10,
+            "no ssh process of the connection",
+            lambda: str(team_ssh(other_host, connection.control_path)),
+        )

@@ -184,6 +184,21 @@ def test_the_control_socket_is_under_the_team_state_or_short_enough(tmp_path: Pa
         assert option in options
 
 
+def test_a_connection_whose_lock_is_a_link_is_refused_and_nothing_is_written_through_it(tmp_path: Path) -> None:
+    control = tmp_path / ".state" / "t" / "ssh"
+    control.mkdir(parents=True, mode=0o700)
+    for folder in (tmp_path / ".state", tmp_path / ".state" / "t"):
+        folder.chmod(0o700)
+    host = ssh.Host("build-2", control)
+    target = tmp_path / "elsewhere"
+    os.symlink(target, host.control_path + ".lock")
+    with pytest.raises(HostError) as found:
+        host.connect(timeout=2.0)
+    assert found.value.problem is Problem.UNREACHABLE
+    assert f"host build-2: its lock in {control} cannot be opened" in str(found.value)
+    assert not target.exists()  # no file made at the link's end
+
+
 # -- the route's answers, and what a host trusts ------------------------------------------------------------
 
 

@@ -30,6 +30,7 @@ import hashlib
 import os
 import shlex
 import socket
+import time
 from collections.abc import Callable, Sequence
 from enum import StrEnum
 from pathlib import Path
@@ -148,9 +149,37 @@ class Host:
         return True
 
     def connect(self, *, timeout: float = CONNECT_TIMEOUT + 5.0) -> None:
-        """Start the master connection unless one answers; raise :class:`HostError` when ssh cannot connect."""
+        """Start the master connection unless one answers; raise :class:`HostError` when ssh cannot connect.
+
+        Under an ``flock`` on ``<socket>.lock``: the team's helpers (``up``'s hosts, the watcher, a ``say``) may
+        each find no master at once, and a second ssh started on a socket in use would remove the first's
+        socket, or carry on as a connection of its own that nothing ends.  One starts it; the others wait for
+        that one (at most ``timeout``) and use it."""
         if self.master_up():
             return
+        from fabrikito.base import daemons, statedir
+        from fabrikito.base.errors import StateFileError
+
+        parent = self._private_folder()
+        try:
+            fd = statedir.open_plain(Path(self.control_path + ".lock"), os.O_RDWR | os.O_CREAT)
+        except (OSError, StateFileError) as exc:
+            raise HostError(self.dest, Problem.UNREACHABLE, f"its lock in {parent} cannot be opened ({exc})") from None
+        try:
+            began = time.monotonic()
+            waited = not daemons.flock_within(fd, 0.0)  # another process is starting it: that one is waited for
+            if waited:
+                daemons.flock_within(fd, timeout, step=0.05)
+            if self.master_up():
+                return  # started by the one that held the lock, before or while this one asked for it
+            if waited and time.monotonic() - began > timeout - 1.0:  # it tried all this time and did not get through
+                raise HostError(self.dest, Problem.UNREACHABLE, f"it did not answer within {timeout:g} s")
+            self._start_master(max(1.0, timeout - (time.monotonic() - began)))
+        finally:
+            os.close(fd)
+
+    def _private_folder(self) -> str:
+        """The control socket's folder, made private (0700, this user's, no link) if it is not yet."""
         from fabrikito.base import statedir
 
         parent = os.path.dirname(self.control_path)
@@ -164,6 +193,10 @@ class Host:
                 raise HostError(
                     self.dest, Problem.UNREACHABLE, f"{parent} is not a private directory of this user: remove it"
                 )
+        return parent
+
+    def _start_master(self, timeout: float) -> None:
+        """``ssh -f -N`` as the master, in place of a socket a master that died left (the lock is held)."""
         try:
             os.unlink(self.control_path)  # a socket left by a master that died: ssh will not replace it
         except FileNotFoundError:
