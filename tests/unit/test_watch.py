@@ -137,6 +137,21 @@ def test_a_condition_is_told_once_and_a_flap_is_not_told_again() -> None:
     assert [e.event for e in t.step({c.key: c}, 6.0)] == [OPENED]  # a new one, after it had cleared
 
 
+def test_a_condition_that_turns_into_another_kind_is_told_again_as_it_once() -> None:
+    t = Tracker({}, settle=3.0)
+    shell = Condition("exited dev", "not-agent", "dev", "a shell")
+    ended = Condition("exited dev", "exited", "dev", "its agent exited")
+    (first,) = t.step({shell.key: shell}, 0.0)
+    assert (first.kind, first.event) == ("not-agent", OPENED)
+    (again,) = t.step({ended.key: ended}, 1.0)
+    assert (again.kind, again.event, again.detail, again.since) == ("exited", OPENED, "its agent exited", 0.0)
+    assert t.step({ended.key: ended}, 1.5) == []
+    assert events.open_items([first, again]) == {"exited dev": again}
+    assert t.step({}, 5.0) == []
+    (gone,) = t.step({}, 8.5)
+    assert (gone.kind, gone.event, gone.detail) == ("exited", RESOLVED, "cleared: its agent exited")
+
+
 def test_a_threshold_counts_from_when_the_state_began() -> None:
     t = Tracker({})
     box = cond("box-text dev", after=2.0)

@@ -2,6 +2,10 @@
 
 * A condition is **opened** the first round it is read (or, with a threshold,
   the first round it has lasted that long).
+* One that turns into another kind under its key (a seat whose agent left a
+  shell, ``not-agent``, then whose pane ended, ``exited``) is **opened** again
+  as the new kind, once: the owner is told what it is now, and a notify
+  command that takes only some kinds is not left with the first.
 * It is **resolved** once it has not been read for :data:`SETTLE` seconds, so
   a state that flaps (a registry flipping busy/idle, a screen caught between
   two frames) is told once, not every round.
@@ -36,7 +40,12 @@ class Tracker:
             self.absent_since.pop(key, None)
             seen = self.first_seen.setdefault(key, now)
             start = c.since if c.since is not None else seen
-            if key in self.open or now - start < c.after:
+            told = self.open.get(key)
+            if told is not None:
+                if told.kind == c.kind:
+                    continue
+                start = told.since  # the same condition turned into another kind: told again, as what it is now
+            elif now - start < c.after:
                 continue
             event = Event(at=now, seat=c.seat, kind=c.kind, event=OPENED, detail=c.detail, since=start, key=key)
             self.open[key] = event
