@@ -60,13 +60,25 @@ def texts_of(body: Any) -> str:
     return json.dumps(body.get("messages") if isinstance(body, dict) else None)
 
 
-def two_turns(team: Path, standin: StandIn, role: str) -> None:
-    """The kickoff (turn one), then a second turn from the owner, each answered."""
+def two_turns(team: Path, standin: StandIn, role: str, home: Path) -> None:
+    """The kickoff (turn one), then a second turn from the owner, each answered, and the answer to the second
+    in the seat's transcript (Claude Code writes it after its registry says idle: killed before, the turn is
+    not in the conversation it resumes, and that is Claude Code's, not what these tests show)."""
     standin.wait_for_request(role, f"[from launcher] {KICKOFF}", 60)
     done = fabrikito("say", role, SECOND, team=team, role=None, timeout=60)
     assert done.returncode == 0, done.stdout + done.stderr
     standin.wait_for_request(role, SECOND, 60)
     wait_for(lambda: seat_json(team, role)["state"] == "idle", 60, f"{role} idle after its second turn")
+    conversation = seat_json(team, role)["conversation"]
+
+    def answered() -> bool:
+        for path in (home / ".claude" / "projects").glob(f"*/{conversation}.jsonl"):
+            after = path.read_text(encoding="utf-8", errors="replace").partition(SECOND)[2]
+            if '"type":"assistant"' in after.replace('": "', '":"'):
+                return True
+        return False
+
+    wait_for(answered, 30, f"the answer to {role}'s second turn in its transcript")
 
 
 def kill_agent(team: Path, role: str) -> int:
@@ -101,7 +113,7 @@ def test_a_killed_seat_comes_back_with_its_conversation_and_the_other_is_untouch
     )
     done = fabrikito("up", team=team_path, role=None, timeout=240)
     assert done.returncode == 0, done.stdout + done.stderr
-    two_turns(team_path, standin, "api")
+    two_turns(team_path, standin, "api", claude_home)
     before = {r: seat_json(team_path, r) for r in ("api", "web")}
     conversation = before["api"]["conversation"]
     assert resume.UUID_RE.match(conversation) and before["api"]["restarts"] == 0
@@ -155,7 +167,7 @@ def test_a_reboot_brings_every_seat_back_and_three_queued_messages_arrive_once_e
     )
     done = fabrikito("up", team=team_path, role=None, timeout=240)
     assert done.returncode == 0, done.stdout + done.stderr
-    two_turns(team_path, standin, "api")
+    two_turns(team_path, standin, "api", claude_home)
     standin.wait_for_request("web", f"[from launcher] {KICKOFF}", 60)
     ids = {r: seat_json(team_path, r)["conversation"] for r in ("api", "web")}
     assert ids["api"] != ids["web"]
@@ -249,7 +261,7 @@ def test_on_exit_a_killed_seat_comes_back_by_itself_resumed(
     done = fabrikito("up", team=team_path, role=None, timeout=240)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "watcher: running" in done.stdout  # the watcher runs the auto-restart policy
-    two_turns(team_path, standin, "api")
+    two_turns(team_path, standin, "api", claude_home)
     conversation = seat_json(team_path, "api")["conversation"]
     web = seat_json(team_path, "web")
     mark = standin.mark()
@@ -329,7 +341,7 @@ def test_restart_brings_a_running_seat_back_resumed_and_an_unknown_role_is_refus
         home=claude_home,
     )
     assert fabrikito("up", team=team_path, role=None, timeout=240).returncode == 0
-    two_turns(team_path, standin, "api")
+    two_turns(team_path, standin, "api", claude_home)
     before = {r: seat_json(team_path, r) for r in ("api", "web")}
     wrong = fabrikito("restart", "nope", team=team_path, role=None)
     assert wrong.returncode == 2 and "no seat nope in team live" in wrong.stderr, wrong.stderr
@@ -376,7 +388,7 @@ def test_a_wrapper_left_in_a_shell_comes_back_resumed_but_not_while_a_command_ru
     )
     done = fabrikito("up", team=team_path, role=None, timeout=240)
     assert done.returncode == 0, done.stdout + done.stderr
-    two_turns(team_path, standin, "api")
+    two_turns(team_path, standin, "api", claude_home)
     before = seat_json(team_path, "api")
     conversation, pane = before["conversation"], before["pane"]
     shell = int(tmux_server.run("display-message", "-p", "-t", pane, "#{pane_pid}").strip())
@@ -432,7 +444,7 @@ def test_on_exit_a_wrapper_left_in_a_shell_comes_back_by_itself_and_one_left_run
     done = fabrikito("up", team=team_path, role=None, timeout=240)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "watcher: running" in done.stdout
-    two_turns(team_path, standin, "api")
+    two_turns(team_path, standin, "api", claude_home)
     standin.wait_for_request("web", f"[from launcher] {KICKOFF}", 60)
     before = {r: seat_json(team_path, r) for r in ("api", "web")}
     mark = standin.mark()
