@@ -23,9 +23,11 @@ from typing import Any
 import pytest
 from tests import userenv
 
+from fabrikito.base import daemons
 from fabrikito.base.ssh import Host
 from fabrikito.base.tmux import Server
 from fabrikito.delivery import route
+from fabrikito.launch import watcherproc
 from fabrikito.offline import claude_setup
 from fabrikito.offline.replies import Reply
 from fabrikito.offline.standin import StandIn
@@ -492,9 +494,16 @@ def test_up_says_how_to_install_fabrikito_on_a_host_without_it(other_host: Other
             'host = "fk-remote"\n',
             encoding="utf-8",
         )
-        up = fabrikito("up", team=team, role=None, env={"FABRIKITO_SSH_CONFIG": str(other_host.config)}, timeout=60)
+        env = {"FABRIKITO_SSH_CONFIG": str(other_host.config)}
+        up = fabrikito("up", team=team, role=None, env=env, timeout=60)
     finally:
         other_host.as_user(["mv", ".local/bin/fabrikito.away", ".local/bin/fabrikito"])
+    # the watcher up starts to read the hosts (a team with no seat here) runs until down stops it
+    watching = watcherproc.lock_path(teamfile.load(team))
+    assert daemons.lock_held(watching)
+    down = fabrikito("down", team=team, role=None, env=env, timeout=60)
+    assert "stopped the watcher" in down.stdout, down.stdout  # (the host says it never had the team: exit 1)
+    assert not daemons.lock_held(watching)
     assert up.returncode == 1, up.stdout + up.stderr
     assert "[fk-remote] FAILED: host fk-remote: fabrikito is not installed there" in up.stdout
     assert "uv tool install fabrikito==0.1.0" in up.stdout
