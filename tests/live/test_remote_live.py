@@ -549,6 +549,10 @@ def test_connections_started_at_once_make_one_master_and_leave_no_ssh_behind(
         "import sys; from pathlib import Path; from fabrikito.base.ssh import Host; "
         "Host('fk-remote', Path(sys.argv[1])).connect()"
     )
+
+    def mine() -> list[str]:
+        return [line for line in team_ssh(other_host, connection.control_path) if connection.control_path in line]
+
     for _ in range(3):
         started = [
             subprocess.Popen([sys.executable, "-c", starter, str(control)], env=env, stderr=subprocess.PIPE)
@@ -558,12 +562,6 @@ def test_connections_started_at_once_make_one_master_and_leave_no_ssh_behind(
             _, err = process.communicate(timeout=60)
             assert process.returncode == 0, err
         assert connection.master_up()
-        mine = [line for line in team_ssh(other_host, connection.control_path) if connection.control_path in line]
-        assert len(mine) == 1, mine  # the master alone
+        assert len(mine()) == 1, mine()  # the master alone
         connection.disconnect()
-        wait_for(
-            lambda: not [p for p in team_ssh(other_host, connection.control_path) if connection.control_path in p],
-            10,
-            "no ssh process of the connection",
-            lambda: str(team_ssh(other_host, connection.control_path)),
-        )
+        wait_for(lambda: not mine(), 10, "no ssh process of the connection", lambda: str(mine()))

@@ -238,8 +238,6 @@ class Host:
 
         Raises :class:`HostError` when ssh itself fails (exit 255) or the deadline passes.
         """
-        import time
-
         deadline = time.monotonic() + timeout
         self.connect(timeout=min(timeout, CONNECT_TIMEOUT + 5.0))
         command = f"{PREAMBLE}{program} {shlex.join(args)}"
