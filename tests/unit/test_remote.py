@@ -86,6 +86,8 @@ def fake_ssh(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.setenv("FAKE_SSH_CALLS", str(calls))
     monkeypatch.delenv(ssh.CONFIG_VARIABLE, raising=False)
+    # a deep tmp_path's control socket (and its lock) in the test's own folder, not the machine's short one
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path / "run"))
     return calls
 
 
@@ -184,18 +186,23 @@ def test_the_control_socket_is_under_the_team_state_or_short_enough(tmp_path: Pa
         assert option in options
 
 
-def test_a_connection_whose_lock_is_a_link_is_refused_and_nothing_is_written_through_it(tmp_path: Path) -> None:
+def test_a_connection_whose_lock_is_a_link_is_refused_and_nothing_is_written_through_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path / "run"))  # where a deep tmp_path's socket goes instead
     control = tmp_path / ".state" / "t" / "ssh"
     control.mkdir(parents=True, mode=0o700)
     for folder in (tmp_path / ".state", tmp_path / ".state" / "t"):
         folder.chmod(0o700)
     host = ssh.Host("build-2", control)
+    folder = os.path.dirname(host.control_path)  # the team's ssh folder, or the short one when tmp_path is deep
+    os.makedirs(folder, mode=0o700, exist_ok=True)
     target = tmp_path / "elsewhere"
     os.symlink(target, host.control_path + ".lock")
     with pytest.raises(HostError) as found:
         host.connect(timeout=2.0)
     assert found.value.problem is Problem.UNREACHABLE
-    assert f"host build-2: its lock in {control} cannot be opened" in str(found.value)
+    assert f"host build-2: its lock in {folder} cannot be opened" in str(found.value)
     assert not target.exists()  # no file made at the link's end
 
 
