@@ -195,14 +195,14 @@ def test_a_connection_whose_lock_is_a_link_is_refused_and_nothing_is_written_thr
     for folder in (tmp_path / ".state", tmp_path / ".state" / "t"):
         folder.chmod(0o700)
     host = ssh.Host("build-2", control)
-    folder = os.path.dirname(host.control_path)  # the team's ssh folder, or the short one when tmp_path is deep
-    os.makedirs(folder, mode=0o700, exist_ok=True)
+    socket_folder = os.path.dirname(host.control_path)  # the team's ssh folder, or the short one when deep
+    os.makedirs(socket_folder, mode=0o700, exist_ok=True)
     target = tmp_path / "elsewhere"
     os.symlink(target, host.control_path + ".lock")
     with pytest.raises(HostError) as found:
         host.connect(timeout=2.0)
     assert found.value.problem is Problem.UNREACHABLE
-    assert f"host build-2: its lock in {folder} cannot be opened" in str(found.value)
+    assert f"host build-2: its lock in {socket_folder} cannot be opened" in str(found.value)
     assert not target.exists()  # no file made at the link's end
 
 
